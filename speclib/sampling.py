@@ -1,0 +1,183 @@
+"""The sampling rule of speculative decoding: accept, reject, correct, bonus.
+
+Notation (the book's, and the reference article's): ``p`` is the *draft* distribution,
+``q`` the *target* distribution, ``k`` the number of drafted tokens.  Leviathan et al.
+use the letters the other way round.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from ._validate import as_distribution, as_generator, as_tokens
+
+
+def acceptance_rate(p: np.ndarray, q: np.ndarray) -> np.ndarray | float:
+    """Probability that a token drafted from ``p`` is accepted by a target ``q``.
+
+    ``alpha = sum_x min(p(x), q(x)) = 1 - TV(p, q)``, computed on the last axis, so a
+    batch of rows gives a batch of rates.
+
+    Parameters
+    ----------
+    p, q : array_like, shape (..., V)
+        Draft and target distributions (rows summing to 1).
+
+    Returns
+    -------
+    float or ndarray of shape (...)
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ or a row is not a probability distribution.
+
+    Examples
+    --------
+    >>> acceptance_rate([0.5, 0.5, 0.0], [0.25, 0.25, 0.5])
+    0.5
+    """
+    p = as_distribution(p, "p")
+    q = as_distribution(q, "q")
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same shape, got {p.shape} and {q.shape}")
+    alpha = np.minimum(p, q).sum(axis=-1)
+    return float(alpha) if alpha.ndim == 0 else alpha
+
+
+def residual_distribution(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The correction distribution ``max(q - p, 0) / Z`` used after a rejection.
+
+    It holds exactly the target mass that the draft under-proposes.  When ``p == q``
+    (more generally, when ``q <= p`` everywhere, which for two distributions means
+    ``p == q``) there is no such mass, ``Z = 0`` and a rejection has probability zero;
+    the function then returns ``q`` itself so that the sampler stays defined even if
+    rounding produces such a rejection.
+
+    Parameters
+    ----------
+    p, q : array_like, shape (V,)
+        Draft and target distributions.
+
+    Returns
+    -------
+    ndarray of shape (V,), summing to 1.
+
+    Examples
+    --------
+    >>> residual_distribution([0.5, 0.5, 0.0], [0.25, 0.25, 0.5])
+    array([0., 0., 1.])
+    """
+    p = as_distribution(p, "p", ndim=1)
+    q = as_distribution(q, "q", ndim=1)
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same shape, got {p.shape} and {q.shape}")
+    return _residual(p, q)
+
+
+def _residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    excess = np.maximum(q - p, 0.0)
+    z = excess.sum()
+    return excess / z if z > 0 else q.copy()
+
+
+def acceptance_probability(p_x: float, q_x: float) -> float:
+    """``min(1, q(x) / p(x))``: the chance that drafted token ``x`` is kept."""
+    return min(1.0, q_x / p_x)
+
+
+def sample_token(probs: np.ndarray, rng: np.random.Generator) -> int:
+    """Draw one token id from ``probs`` by inverting its cumulative distribution."""
+    cdf = np.cumsum(probs)
+    return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(probs) - 1))
+
+
+class Verification(NamedTuple):
+    """What one verification step emits."""
+
+    tokens: np.ndarray  #: the emitted tokens, 1 to k+1 of them
+    n_accepted: int  #: how many of the k drafted tokens were kept
+
+
+def verify(
+    draft_tokens: np.ndarray,
+    p_draft: np.ndarray,
+    q_target: np.ndarray,
+    rng: np.random.Generator | int,
+    *,
+    bonus: bool = True,
+    accept: Callable[[float, float], float] = acceptance_probability,
+    correct: Callable[[np.ndarray, np.ndarray], np.ndarray] = _residual,
+) -> Verification:
+    """Accept, reject and correct one drafted block; add the bonus token if all survive.
+
+    Parameters
+    ----------
+    draft_tokens : array_like of int, shape (k,)
+        The drafted tokens ``x_1 .. x_k``.
+    p_draft : array_like, shape (k, V)
+        Row ``i`` is the draft distribution that ``x_{i+1}`` was sampled from.
+    q_target : array_like, shape (k+1, V)
+        Row ``i`` is the target's distribution at the same position; the last row is the
+        target's distribution after all ``k`` drafts, used for the bonus token.
+    rng : numpy.random.Generator or int
+        Source of randomness (an int is used as a seed).
+    bonus : bool, default True
+        Draw the free extra token when all ``k`` drafts are accepted.  Turning it off
+        keeps the output exact; it only lowers the tokens per target pass.
+    accept, correct : callable, optional
+        The acceptance probability ``(p_x, q_x) -> float`` and the correction
+        distribution ``(p, q) -> row``.  Only :mod:`speclib.broken` changes them, to
+        build the faulty verifiers that the exactness tests must catch.
+
+    Returns
+    -------
+    Verification
+        ``(tokens, n_accepted)``: the emitted tokens (``n_accepted`` drafts followed by one
+        correction or bonus token, or just the drafts if ``bonus=False`` and all were kept).
+
+    Raises
+    ------
+    ValueError
+        On shapes that do not fit together, rows that are not distributions, tokens out of
+        range, or a drafted token that has probability 0 under its own draft row.
+
+    Examples
+    --------
+    >>> p = [[0.5, 0.5], [0.5, 0.5]]
+    >>> q = [[0.5, 0.5], [0.5, 0.5], [1.0, 0.0]]
+    >>> verify([1, 0], p, q, rng=0)        # p == q: everything is accepted, bonus is token 0
+    Verification(tokens=array([1, 0, 0]), n_accepted=2)
+    """
+    p_draft = as_distribution(p_draft, "p_draft", ndim=2)
+    q_target = as_distribution(q_target, "q_target", ndim=2)
+    k, vocab = p_draft.shape
+    draft_tokens = as_tokens(draft_tokens, "draft_tokens", vocab_size=vocab)
+    if draft_tokens.shape != (k,):
+        raise ValueError(f"draft_tokens: expected {k} tokens (one per row of p_draft), got {draft_tokens.size}")
+    if q_target.shape != (k + 1, vocab):
+        raise ValueError(f"q_target: expected shape ({k + 1}, {vocab}) = (k+1, V), got {q_target.shape}")
+    p_of_draft = p_draft[np.arange(k), draft_tokens]
+    if (p_of_draft <= 0).any():
+        i = int(np.argmax(p_of_draft <= 0))
+        raise ValueError(
+            f"draft_tokens: token {draft_tokens[i]} at position {i} has probability 0 under "
+            "p_draft; p_draft must be the distribution the token was sampled from"
+        )
+    rng = as_generator(rng)
+
+    for i, x in enumerate(draft_tokens):
+        # Keep x with probability min(1, q(x)/p(x)) ...
+        if rng.random() < accept(p_draft[i, x], q_target[i, x]):
+            continue
+        # ... and at the first rejection replace it by a draw from the residual, then stop:
+        # later drafts were conditioned on a token that is no longer there.
+        fix = sample_token(correct(p_draft[i], q_target[i]), rng)
+        return Verification(np.append(draft_tokens[:i], fix), i)
+
+    if not bonus:
+        return Verification(draft_tokens.copy(), k)
+    # All k survived: the target pass already scored position k+1, so one more token is free.
+    return Verification(np.append(draft_tokens, sample_token(q_target[k], rng)), k)

@@ -1,0 +1,116 @@
+"""Decoding loops and their statistics."""
+
+import math
+
+import numpy as np
+import pytest
+
+from speclib import (
+    FixedContextModel,
+    GenerationStats,
+    autoregressive_generate,
+    expected_tokens_per_pass,
+    fixed_pair,
+    markov_pair,
+    speculative_generate,
+)
+
+
+def test_autoregressive_counts_one_pass_per_token():
+    target, _ = markov_pair(vocab_size=6, seed=0)
+    tokens, stats = autoregressive_generate(target, [1, 2], 17, rng=0)
+    assert tokens.shape == (17,)
+    assert stats.target_passes == 17 and stats.tokens_generated == 17
+    assert stats.tokens_per_target_pass == 1.0
+    assert math.isnan(stats.acceptance_rate)
+
+
+def test_zero_new_tokens():
+    target, draft = markov_pair(vocab_size=6, seed=0)
+    tokens, stats = speculative_generate(target, draft, [1], 0, k=3, rng=0)
+    assert tokens.size == 0 and stats.target_passes == 0
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 50])
+def test_speculative_generates_exactly_n_tokens(n):
+    target, draft = markov_pair(vocab_size=6, draft_noise=0.3, seed=1)
+    tokens, stats = speculative_generate(target, draft, [0], n, k=4, rng=n)
+    assert tokens.shape == (n,)
+    assert stats.tokens_generated == n == sum(stats.tokens_per_step)
+    assert stats.target_passes == len(stats.tokens_per_step)
+    assert all(1 <= t <= 5 for t in stats.tokens_per_step)
+
+
+def test_stats_bookkeeping_is_consistent():
+    target, draft = markov_pair(vocab_size=8, draft_noise=0.5, seed=2)
+    _, s = speculative_generate(target, draft, [0], 400, k=4, rng=3)
+    assert s.draft_passes == s.draft_proposed
+    assert s.accepted <= s.draft_verified <= s.draft_proposed
+    # every step verifies its accepted drafts plus at most one rejected one
+    assert s.draft_verified - s.accepted <= s.target_passes
+    assert s.acceptance_rate >= s.accepted_per_proposed
+
+
+def test_perfect_draft_accepts_everything():
+    target, _ = markov_pair(vocab_size=5, seed=4)
+    tokens, s = speculative_generate(target, target, [0], 100, k=4, rng=0)
+    assert s.acceptance_rate == 1.0
+    assert s.target_passes == 20  # 5 tokens per pass
+
+
+def test_same_seed_same_output():
+    target, draft = markov_pair(vocab_size=8, seed=2)
+    a, sa = speculative_generate(target, draft, [0], 60, k=3, rng=11)
+    b, sb = speculative_generate(target, draft, [0], 60, k=3, rng=np.random.default_rng(11))
+    np.testing.assert_array_equal(a, b)
+    assert sa == sb
+
+
+def test_acceptance_rate_estimates_alpha_for_every_k():
+    """accepted / verified estimates alpha whatever k is; accepted / proposed does not."""
+    target, draft = fixed_pair(vocab_size=64, draft_noise=0.3, seed=0)
+    alpha = float(np.minimum(target.dist, draft.dist).sum())
+    for k in (1, 4, 16):
+        _, s = speculative_generate(target, draft, [0], 4000, k=k, rng=k)
+        se = math.sqrt(alpha * (1 - alpha) / s.draft_verified)
+        assert abs(s.acceptance_rate - alpha) < 4 * se
+    assert s.accepted_per_proposed < alpha - 0.2  # the article's count at k = 16 is far off
+
+
+def test_tokens_per_pass_matches_formula_for_fixed_context():
+    target, draft = fixed_pair(vocab_size=64, draft_noise=0.5, seed=0)
+    alpha = float(np.minimum(target.dist, draft.dist).sum())
+    k = 4
+    _, s = speculative_generate(target, draft, [0], 20000, k=k, rng=9)
+    steps = np.array(s.tokens_per_step[:-1])  # the last step may be cut short
+    se = steps.std() / math.sqrt(steps.size)
+    assert abs(steps.mean() - expected_tokens_per_pass(alpha, k)) < 4 * se
+
+
+def test_context_length_window_changes_nothing():
+    """Passing only the recent window must give the same output as the full sequence."""
+
+    class FullSequenceMarkov:
+        def __init__(self, model):
+            self.model = model
+            self.vocab_size = model.vocab_size  # no context_length: sees everything
+
+        def __call__(self, tokens):
+            return self.model(tokens)
+
+    target, draft = markov_pair(vocab_size=6, seed=3)
+    a, _ = speculative_generate(target, draft, [0, 1, 2], 80, k=3, rng=5)
+    b, _ = speculative_generate(FullSequenceMarkov(target), FullSequenceMarkov(draft), [0, 1, 2], 80, k=3, rng=5)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_fixed_context_model_ignores_tokens():
+    m = FixedContextModel([0.25, 0.75])
+    np.testing.assert_array_equal(m([0, 1, 1]), [[0.25, 0.75]] * 3)
+
+
+def test_summary_mentions_key_figures():
+    s = GenerationStats(tokens_generated=10, target_passes=4, draft_passes=12, draft_proposed=12,
+                        draft_verified=9, accepted=6, tokens_per_step=[3, 3, 2, 2])
+    text = s.summary()
+    assert "tokens/pass=2.50" in text and "acceptance=0.667" in text

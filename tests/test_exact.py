@@ -1,0 +1,92 @@
+"""The theorem, checked exactly: every branch of one speculative step enumerated.
+
+For context-dependent models (the distribution depends on earlier tokens), the
+distribution of the first k + 1 generated tokens must equal the target's own to 1e-12,
+and each faulty verifier in speclib.broken must be caught by the same check.
+"""
+
+import numpy as np
+import pytest
+
+from speclib import broken, markov_pair
+from speclib.exact import (
+    max_abs_error,
+    speculative_block_distribution,
+    speculative_sequence_distribution,
+    target_sequence_distribution,
+)
+
+TOLERANCE = 1e-12  # exact arithmetic up to rounding
+DETECTABLE = 1e-3  # a faulty verifier must be at least this far (total variation) from the target
+
+
+def markov(vocab, seed, noise=0.6):
+    return markov_pair(vocab_size=vocab, draft_noise=noise, seed=seed)
+
+
+@pytest.mark.parametrize("vocab, k", [(2, 1), (2, 3), (3, 2), (4, 1), (4, 2), (4, 3)])
+@pytest.mark.parametrize("bonus", [True, False])
+def test_speculative_equals_target_markov(vocab, k, bonus):
+    target, draft = markov(vocab, seed=vocab * 10 + k)
+    for prefix in ([0], [vocab - 1], [1, 0]):
+        assert max_abs_error(target, draft, prefix, k, bonus=bonus) < TOLERANCE
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_speculative_equals_target_second_order(second_order_pair, k):
+    target, draft = second_order_pair
+    for prefix in ([0], [2, 1], [1, 2, 2]):
+        assert max_abs_error(target, draft, prefix, k) < TOLERANCE
+
+
+def test_unrelated_draft_still_exact():
+    # A draft that knows nothing (uniform) and one that is confidently wrong.
+    target, _ = markov(3, seed=1)
+    _, uniform = markov_pair(vocab_size=3, draft_noise=1.0, seed=1)
+    assert max_abs_error(target, uniform, [0], 3) < TOLERANCE
+    wrong, _ = markov(3, seed=99, noise=0.0)
+    assert max_abs_error(target, wrong, [2], 3) < TOLERANCE
+
+
+def test_block_probabilities_sum_to_one_and_lengths():
+    target, draft = markov(3, seed=4)
+    blocks = speculative_block_distribution(target, draft, [0], 3)
+    assert sum(blocks.values()) == pytest.approx(1.0, abs=1e-12)
+    assert {len(b) for b in blocks} <= {1, 2, 3, 4}
+
+
+def test_target_sequence_distribution_sums_to_one():
+    target, _ = markov(4, seed=0)
+    assert target_sequence_distribution(target, [1], 3).sum() == pytest.approx(1.0)
+
+
+def test_first_token_marginal_is_q():
+    target, draft = markov(4, seed=8)
+    spec = speculative_sequence_distribution(target, draft, [2], 2)
+    np.testing.assert_allclose(spec.sum(axis=(1, 2)), target([2])[0], atol=TOLERANCE)
+
+
+@pytest.mark.parametrize("variant", broken.FAULTY, ids=lambda v: v.name)
+def test_faulty_verifiers_fail_the_exact_check(variant):
+    target, draft = markov(3, seed=5)
+    errors = [max_abs_error(target, draft, prefix, 2, **variant.hooks) for prefix in ([0], [1], [2])]
+    assert max(errors) > DETECTABLE, f"{variant.name} slipped through the exact check"
+
+
+def test_ratio_without_min_is_ill_formed():
+    """Uncapped q/p is not a probability; the enumerator refuses it (sampling cannot tell:
+    see test_statistical.py)."""
+    target, draft = markov(3, seed=5)
+    with pytest.raises(ValueError, match=r"accept: returned .* must lie in \[0, 1\]"):
+        max_abs_error(target, draft, [0], 2, **broken.RATIO_WITHOUT_MIN.hooks)
+
+
+def test_correct_variant_passes_through_the_same_hooks():
+    target, draft = markov(3, seed=5)
+    assert max_abs_error(target, draft, [0], 2, **broken.CORRECT.hooks) < TOLERANCE
+
+
+def test_enumeration_refuses_huge_problems():
+    target, draft = markov_pair(vocab_size=64, seed=0)
+    with pytest.raises(ValueError, match="too many"):
+        speculative_block_distribution(target, draft, [0], 4)

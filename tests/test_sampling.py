@@ -1,0 +1,103 @@
+"""The sampling rule: acceptance rate, residual, verify."""
+
+import numpy as np
+import pytest
+
+from speclib import acceptance_rate, residual_distribution, sample_token, verify
+
+
+def test_acceptance_rate_hand_computed():
+    # min(0.5, 0.25) + min(0.5, 0.25) + min(0, 0.5) = 0.5
+    assert acceptance_rate([0.5, 0.5, 0.0], [0.25, 0.25, 0.5]) == pytest.approx(0.5)
+
+
+def test_acceptance_rate_is_one_minus_total_variation():
+    rng = np.random.default_rng(0)
+    p, q = rng.dirichlet(np.ones(7), size=(2, 50))
+    tv = 0.5 * np.abs(p - q).sum(axis=1)
+    np.testing.assert_allclose(acceptance_rate(p, q), 1 - tv, atol=1e-12)
+
+
+def test_acceptance_rate_batch_shape():
+    p = np.full((4, 3, 5), 0.2)
+    assert acceptance_rate(p, p).shape == (4, 3)
+
+
+def test_residual_hand_computed():
+    r = residual_distribution([0.6, 0.3, 0.1], [0.2, 0.3, 0.5])
+    np.testing.assert_allclose(r, [0.0, 0.0, 1.0])
+    r = residual_distribution([0.5, 0.5, 0.0, 0.0], [0.1, 0.3, 0.4, 0.2])
+    np.testing.assert_allclose(r, [0.0, 0.0, 2 / 3, 1 / 3])
+
+
+def test_residual_when_p_equals_q_returns_q():
+    q = np.array([0.2, 0.3, 0.5])
+    np.testing.assert_array_equal(residual_distribution(q, q), q)
+
+
+def test_sample_token_frequencies():
+    rng = np.random.default_rng(1)
+    probs = np.array([0.1, 0.0, 0.6, 0.3])
+    draws = np.array([sample_token(probs, rng) for _ in range(20000)])
+    freq = np.bincount(draws, minlength=4) / draws.size
+    assert freq[1] == 0  # a zero-probability token is never drawn
+    np.testing.assert_allclose(freq, probs, atol=0.015)
+
+
+def test_verify_all_accepted_when_p_equals_q_adds_bonus():
+    p = np.full((3, 4), 0.25)
+    q = np.vstack([p, [[0, 0, 1.0, 0]]])
+    out = verify([3, 1, 0], p, q, rng=0)
+    assert out.n_accepted == 3
+    np.testing.assert_array_equal(out.tokens, [3, 1, 0, 2])
+
+
+def test_verify_without_bonus_returns_only_drafts():
+    p = np.full((2, 4), 0.25)
+    q = np.full((3, 4), 0.25)
+    out = verify([3, 1], p, q, rng=0, bonus=False)
+    assert out.n_accepted == 2
+    np.testing.assert_array_equal(out.tokens, [3, 1])
+
+
+def test_verify_rejects_token_the_target_rules_out():
+    # q gives token 0 no mass: it is always rejected and replaced from the residual {2}.
+    p = np.array([[0.5, 0.5, 0.0], [1 / 3, 1 / 3, 1 / 3]])
+    q = np.array([[0.0, 0.5, 0.5], [1 / 3, 1 / 3, 1 / 3], [1 / 3, 1 / 3, 1 / 3]])
+    for seed in range(20):
+        out = verify([0, 1], p, q, rng=seed)
+        assert out.n_accepted == 0
+        np.testing.assert_array_equal(out.tokens, [2])
+
+
+def test_verify_emits_between_one_and_k_plus_one_tokens():
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        k = int(rng.integers(1, 6))
+        p = rng.dirichlet(np.ones(5), size=k)
+        q = rng.dirichlet(np.ones(5), size=k + 1)
+        drafts = np.array([rng.choice(5, p=row) for row in p])
+        out = verify(drafts, p, q, rng)
+        assert 1 <= len(out.tokens) <= k + 1
+        assert len(out.tokens) == out.n_accepted + 1
+        np.testing.assert_array_equal(out.tokens[: out.n_accepted], drafts[: out.n_accepted])
+
+
+def test_verify_is_deterministic_given_seed():
+    p = np.full((3, 4), 0.25)
+    q = np.random.default_rng(0).dirichlet(np.ones(4), size=4)
+    a = verify([0, 1, 2], p, q, rng=7)
+    b = verify([0, 1, 2], p, q, rng=np.random.default_rng(7))
+    np.testing.assert_array_equal(a.tokens, b.tokens)
+    assert a.n_accepted == b.n_accepted
+
+
+def test_first_token_acceptance_frequency_matches_alpha():
+    # Drafting from p and verifying against q accepts with probability sum min(p, q).
+    rng = np.random.default_rng(2)
+    p = np.array([[0.7, 0.2, 0.1]])
+    q = np.array([[0.2, 0.3, 0.5], [1 / 3, 1 / 3, 1 / 3]])
+    n = 20000
+    accepted = sum(verify([sample_token(p[0], rng)], p, q, rng).n_accepted for _ in range(n))
+    alpha = acceptance_rate(p[0], q[0])
+    assert abs(accepted / n - alpha) < 4 * np.sqrt(alpha * (1 - alpha) / n)
