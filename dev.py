@@ -3,7 +3,9 @@
 
     python3 dev.py book     build the book into _build/html (warnings are errors)
     python3 dev.py test     run every test: speclib's unit tests and doctests, every
-                            notebook under book/ through nbval, and the book build
+                            notebook under book/ through nbval, and the book builds
+    python3 dev.py student  build the student edition (no solutions) into
+                            _build_student/_build/html
 
 Both create a virtual environment in .venv on first use (or when requirements.txt
 changes) and install requirements.txt into it; nothing else is downloaded afterwards.
@@ -44,26 +46,18 @@ def setup() -> None:
     STAMP.write_text(wanted)
 
 
-def build_book(output: Path | None = None, extra: tuple[str, ...] = ()) -> None:
-    cmd = [BIN / "jupyter-book", "build", ".", "-W", "-n", "--keep-going", *extra]
-    if output is not None:
-        cmd += ["--path-output", output]
-    run(*cmd)
-
-
 def main(argv: list[str]) -> int:
-    commands = {"book": "build the book", "test": "run every test"}
+    commands = {"book": [], "student": ["--student"], "test": None}
     if len(argv) != 1 or argv[0] not in commands:
         print(__doc__)
         return 2
     setup()
     env_bin = str(BIN)
     os.environ["PATH"] = env_bin + os.pathsep + os.environ.get("PATH", "")
-    if argv[0] == "book":
-        build_book()
-        print(f"\nThe book is in {ROOT / '_build' / 'html' / 'index.html'}")
-    else:
+    if argv[0] == "test":
         run(PYTHON, "-m", "pytest")
+    else:
+        run(PYTHON, "tools/build_book.py", *commands[argv[0]])
     return 0
 
 

@@ -1,0 +1,102 @@
+"""The correction step, one position at a time: how q splits, and what a step emits.
+
+At one position the draft proposes ``x ~ p``; the verifier keeps it with probability
+``min(1, q(x)/p(x))`` and otherwise draws a replacement from a *correction* distribution.
+The token that comes out therefore has the exact distribution
+
+    ``min(p, q) + (1 - alpha) * correction``,  with ``alpha = sum_x min(p(x), q(x))``,
+
+because a kept draft contributes ``p(x) min(1, q(x)/p(x)) = min(p(x), q(x))`` and a
+rejection happens with probability ``1 - alpha``.  With the residual
+``max(0, q - p) / (1 - alpha)`` as correction this is ``q``: the target splits into the
+part the draft covers, ``min(p, q)``, and the part it misses, ``max(0, q - p)``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from ._validate import as_distribution
+from .sampling import _residual
+
+
+class TargetSplit(NamedTuple):
+    """``q = overlap + (1 - alpha) * residual``: the target, split by what the draft covers."""
+
+    overlap: np.ndarray  #: ``min(p, q)``: mass delivered by accepted drafts
+    missing: np.ndarray  #: ``max(0, q - p)``: mass that only a correction can deliver
+    residual: np.ndarray  #: ``missing`` normalised to sum to 1 (the correction distribution)
+    alpha: float  #: ``overlap.sum()``, the acceptance rate; ``missing.sum() == 1 - alpha``
+
+
+def _pair(p: object, q: object) -> tuple[np.ndarray, np.ndarray]:
+    p = as_distribution(p, "p", ndim=1)
+    q = as_distribution(q, "q", ndim=1)
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same shape, got {p.shape} and {q.shape}")
+    return p, q
+
+
+def split_target(p: np.ndarray, q: np.ndarray) -> TargetSplit:
+    """Split the target ``q`` into the part the draft ``p`` covers and the part it misses.
+
+    Parameters
+    ----------
+    p, q : array_like, shape (V,)
+        Draft and target distributions.
+
+    Returns
+    -------
+    TargetSplit
+        ``overlap + missing == q`` token by token, and ``missing.sum() == 1 - alpha``.
+
+    Examples
+    --------
+    >>> s = split_target([0.5, 0.5, 0.0], [0.25, 0.25, 0.5])
+    >>> s.overlap, s.missing, s.alpha
+    (array([0.25, 0.25, 0.  ]), array([0. , 0. , 0.5]), 0.5)
+    """
+    p, q = _pair(p, q)
+    overlap = np.minimum(p, q)
+    missing = np.maximum(q - p, 0.0)
+    return TargetSplit(overlap, missing, _residual(p, q), float(overlap.sum()))
+
+
+def emitted_distribution(
+    p: np.ndarray,
+    q: np.ndarray,
+    correct: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+) -> np.ndarray:
+    """Exact distribution of the token one verification emits at a position.
+
+    The draft proposes ``x ~ p`` and keeps it with probability ``min(1, q(x)/p(x))``; after a
+    rejection the token is drawn from ``correct(p, q)``.
+
+    Parameters
+    ----------
+    p, q : array_like, shape (V,)
+        Draft and target distributions at this position.
+    correct : callable ``(p, q) -> row``, optional
+        The correction distribution.  Default: the residual ``max(0, q - p)/Z``, which makes
+        the result equal to ``q``.  ``speclib.broken.RESAMPLE_FROM_TARGET.correct`` gives
+        the common mistake of drawing from ``q`` again.
+
+    Returns
+    -------
+    ndarray of shape (V,), summing to 1.
+
+    Examples
+    --------
+    >>> emitted_distribution([0.5, 0.5, 0.0], [0.25, 0.25, 0.5])
+    array([0.25, 0.25, 0.5 ])
+    >>> emitted_distribution([0.5, 0.5, 0.0], [0.25, 0.25, 0.5], correct=lambda p, q: q)
+    array([0.375, 0.375, 0.25 ])
+    """
+    p, q = _pair(p, q)
+    split = split_target(p, q)
+    fix = split.residual if correct is None else as_distribution(correct(p, q), "correct(p, q)", ndim=1)
+    if fix.shape != q.shape:
+        raise ValueError(f"correct(p, q): expected shape {q.shape}, got {fix.shape}")
+    return split.overlap + (1.0 - split.alpha) * fix

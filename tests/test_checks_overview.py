@@ -1,0 +1,31 @@
+"""Self-checks of the overview chapter accept a right answer and explain a wrong one."""
+
+import pytest
+
+from speclib.checks import ExerciseError, check_tokens_per_pass
+
+
+def test_accepts_correct_answer(capsys):
+    check_tokens_per_pass(lambda steps: sum(steps) / len(steps))
+    assert "\u2714" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (lambda steps: len(steps), "how many passes"),  # counts passes, not tokens per pass
+        (lambda steps: sum(steps), "how many passes"),  # forgets to divide
+        (lambda steps: None, "not a number"),
+    ],
+)
+def test_rejects_wrong_answers_with_a_hint(wrong, hint):
+    with pytest.raises(ExerciseError, match=hint):
+        check_tokens_per_pass(wrong)
+
+
+def test_unfinished_stub_gets_a_friendly_message():
+    def tokens_per_pass(steps):
+        raise NotImplementedError
+
+    with pytest.raises(ExerciseError, match="still raises NotImplementedError"):
+        check_tokens_per_pass(tokens_per_pass)

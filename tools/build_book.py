@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Build the book: the full edition, or the student edition without solutions.
+
+    .venv/bin/python tools/build_book.py                  # -> _build/html
+    .venv/bin/python tools/build_book.py --student        # -> _build_student/_build/html
+    .venv/bin/python tools/build_book.py --output DIR     # build into DIR/_build/html
+
+Both builds treat warnings as errors.  The student edition is built from a copy of the
+sources in which every solution is removed: the `{solution}` directives, and in notebooks
+every cell from a `{solution-start}` cell to its `{solution-end}` cell (sphinx-exercise's
+own `hide_solutions` setting hides the directive but leaves the cells between the gates).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ("book", "_config.yml", "_toc.yml", "references.bib")
+SOLUTION_START = re.compile(r"^(`{3,}|:{3,})\{solution-start\}", re.M)
+SOLUTION_END = re.compile(r"^(`{3,}|:{3,})\{solution-end\}", re.M)
+SOLUTION_BLOCK = re.compile(r"^(`{3,}|:{3,})\{solution\}.*?^\1\s*$", re.M | re.S)
+
+
+def strip_notebook(nb: dict) -> int:
+    """Remove every cell from a solution-start cell through its solution-end cell."""
+    kept, inside, removed = [], False, 0
+    for cell in nb["cells"]:
+        text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        starts = cell["cell_type"] == "markdown" and SOLUTION_START.search(text)
+        if starts:
+            inside = True
+        if inside:
+            removed += 1
+            if cell["cell_type"] == "markdown" and SOLUTION_END.search(text):
+                inside = False
+            continue
+        if cell["cell_type"] == "markdown":
+            new = SOLUTION_BLOCK.sub("", text)
+            if new != text:
+                cell["source"] = new
+        kept.append(cell)
+    if inside:
+        raise ValueError("a {solution-start} has no matching {solution-end}")
+    nb["cells"] = kept
+    return removed
+
+
+def student_sources(dest: Path) -> Path:
+    """Copy the book's sources to dest/src with all solutions removed; return dest/src."""
+    src = dest / "src"
+    if src.exists():
+        shutil.rmtree(src)
+    src.mkdir(parents=True)
+    for name in SOURCES:
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("_build", ".ipynb_checkpoints"))
+        else:
+            shutil.copy2(path, src / name)
+    for nb_path in (src / "book").rglob("*.ipynb"):
+        nb = json.loads(nb_path.read_text(encoding="utf-8"))
+        if strip_notebook(nb):
+            nb_path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    for md_path in (src / "book").rglob("*.md"):
+        text = md_path.read_text(encoding="utf-8")
+        md_path.write_text(SOLUTION_BLOCK.sub("", text), encoding="utf-8")
+    config = yaml.safe_load((src / "_config.yml").read_text())
+    config["title"] = f"{config['title']} (student edition)"
+    config.setdefault("sphinx", {}).setdefault("config", {})["hide_solutions"] = True
+    (src / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return src
+
+
+def build(source: Path, output: Path) -> int:
+    jb = Path(sys.executable).parent / "jupyter-book"
+    cmd = [str(jb), "build", str(source), "-W", "-n", "--keep-going", "--path-output", str(output)]
+    print("+", " ".join(cmd), flush=True)
+    return subprocess.run(cmd).returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--student", action="store_true", help="build the student edition (no solutions)")
+    parser.add_argument("--output", type=Path, help="where to put _build/ (default: the repository, or _build_student)")
+    args = parser.parse_args(argv)
+    if args.student:
+        output = args.output or ROOT / "_build_student"
+        code = build(student_sources(output), output)
+    else:
+        output = args.output or ROOT
+        code = build(ROOT, output)
+    if code == 0:
+        print(f"\nThe book is in {output / '_build' / 'html' / 'index.html'}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
