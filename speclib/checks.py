@@ -44,3 +44,690 @@ def check_tokens_per_pass(tokens_per_pass) -> None:
                 "what is the total number of tokens, and how many passes produced them?"
             )
     passed("tokens_per_pass agrees with GenerationStats.tokens_per_target_pass on every case.")
+
+
+# --- Chapters 4-6: correction, bonus token, theory (helper ch456) -------------------------
+
+def _call_numeric(fn, where: str, *args):
+    """Call the student's function; a division by zero gets a hint instead of a traceback."""
+    try:
+        return call_student(fn, *args)
+    except ZeroDivisionError:
+        raise ExerciseError(f"{where}: your function divided by zero. Can the formula be written "
+                            "without dividing by 1 - alpha?") from None
+
+
+def _as_float_or_fail(value, where: str) -> float:
+    import math
+
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ExerciseError(f"{where}: your function returned {value!r}, not a number") from None
+    if not math.isfinite(value):
+        raise ExerciseError(f"{where}: your function returned {value}; a division by zero somewhere?")
+    return value
+
+
+def check_residual(residual) -> None:
+    """Exercise ex-04-1: ``residual(p, q)``, the correction distribution ``max(0, q - p)/Z``."""
+    import numpy as np
+
+    from .sampling import residual_distribution
+
+    cases = [
+        ([0.5, 0.5, 0.0], [0.25, 0.25, 0.5]),
+        ([0.6, 0.3, 0.1], [0.2, 0.3, 0.5]),
+        ([0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]),
+        ([0.7, 0.1, 0.1, 0.1], [0.1, 0.2, 0.3, 0.4]),
+    ]
+    for i, (p, q) in enumerate(cases):
+        got = call_student(residual, np.array(p), np.array(q))
+        try:
+            got = np.asarray(got, dtype=float)
+        except (TypeError, ValueError):
+            raise ExerciseError(f"case {i}: your function returned {got!r}, not an array of numbers") from None
+        if got.shape != (len(q),):
+            raise ExerciseError(f"case {i}: expected one probability per token, shape ({len(q)},), got {got.shape}")
+        if not np.all(np.isfinite(got)):
+            raise ExerciseError(f"case {i}: your residual contains NaN or inf")
+        if (got < -1e-12).any():
+            raise ExerciseError(f"case {i}: your residual has a negative entry; probabilities cannot be negative")
+        if abs(got.sum() - 1.0) > 1e-9:
+            raise ExerciseError(f"case {i}: your residual sums to {got.sum():.4f}, not 1. Did you normalise it?")
+        covered = np.array(p) >= np.array(q)
+        if (got[covered] > 1e-12).any():
+            raise ExerciseError(
+                f"case {i}: your residual puts mass on a token where p >= q. Accepted drafts already "
+                "deliver all of q there; the residual must leave such tokens alone."
+            )
+        if not np.allclose(got, residual_distribution(p, q), atol=1e-9):
+            raise ExerciseError(f"case {i}: right support, but the proportions between tokens are off")
+    passed("residual matches max(0, q - p) / Z on every case.")
+
+
+def check_expected_tokens_without_bonus(expected_tokens) -> None:
+    """Exercise ex-05-1: ``expected_tokens(alpha, k)``, tokens per target pass with the bonus off."""
+    from .bonus import expected_tokens_per_pass_without_bonus
+    from .theory import expected_tokens_per_pass
+
+    for alpha in (0.0, 0.3, 0.5, 0.8, 0.95, 1.0):
+        for k in (1, 2, 4, 7):
+            where = f"alpha = {alpha}, k = {k}"
+            got = _as_float_or_fail(_call_numeric(expected_tokens, where, alpha, k), where)
+            want = expected_tokens_per_pass_without_bonus(alpha, k)
+            if abs(got - want) <= 1e-9:
+                continue
+            if abs(got - expected_tokens_per_pass(alpha, k)) <= 1e-9:
+                raise ExerciseError(f"alpha = {alpha}, k = {k}: that is the figure *with* the bonus token. "
+                                    "Which step loses a token when the bonus is off, and how likely is it?")
+            raise ExerciseError(f"alpha = {alpha}, k = {k}: you returned {got:.4f}. Hint: with k = 1 and no "
+                                "bonus, how many tokens can one step emit?")
+    passed("expected tokens per pass without the bonus are right for every alpha and k tried.")
+
+
+def check_speedup(speedup) -> None:
+    """Exercise ex-06-1: ``speedup(alpha, k, c)``, the expected wall-clock improvement."""
+    from .theory import expected_tokens_per_pass, walltime_speedup
+
+    for alpha in (0.0, 0.5, 0.8, 1.0):
+        for k in (1, 3, 8):
+            for c in (0.0, 0.05, 0.5):
+                where = f"alpha = {alpha}, k = {k}, c = {c}"
+                got = _as_float_or_fail(_call_numeric(speedup, where, alpha, k, c), where)
+                want = walltime_speedup(alpha, k, c)
+                if abs(got - want) <= 1e-9 * max(1.0, want):
+                    continue
+                if abs(got - expected_tokens_per_pass(alpha, k)) <= 1e-9 and c > 0:
+                    raise ExerciseError(f"alpha = {alpha}, k = {k}, c = {c}: you returned the tokens per pass; "
+                                        "what does one step cost, counting the draft passes?")
+                raise ExerciseError(f"alpha = {alpha}, k = {k}, c = {c}: you returned {got:.4f}, which is off. "
+                                    "Tokens per step divided by the cost of a step, in target passes.")
+    passed("speedup agrees with walltime_speedup on every (alpha, k, c) tried.")
+
+
+# --- Chapter 7: the reference article revisited (helper article) -------------------------
+
+def check_acceptance_from_steps(acceptance_from_steps) -> None:
+    """Exercise ex-07-2: ``acceptance_from_steps(n_accepted, k)``, accepted / verified drafts."""
+    import numpy as np
+
+    from .article_figures import accountings
+
+    rng = np.random.default_rng(7)
+    cases = [([4, 4, 4], 4), ([0, 0], 3), ([2], 4), ([1, 0, 3], 3), ([0, 5, 2, 5], 5),
+             (list(rng.integers(0, 9, size=50)), 8)]
+    for n_accepted, k in cases:
+        where = f"n_accepted = {n_accepted if len(n_accepted) < 8 else 'a run of 50 blocks'}, k = {k}"
+        got = _as_float_or_fail(call_student(acceptance_from_steps, np.array(n_accepted), k), where)
+        right = accountings(n_accepted, k)
+        if abs(got - right.accepted_per_verified) <= 1e-9:
+            continue
+        if abs(got - right.accepted_per_proposed) <= 1e-9:
+            raise ExerciseError(f"{where}: you divided by every proposed draft. Which drafts did the "
+                                "target never judge, because an earlier one in the block was rejected?")
+        raise ExerciseError(f"{where}: you returned {got:.4f}. Count, block by block, how many drafts "
+                            "the target judged: does a block whose drafts all survive end in a rejection?")
+    passed("acceptance_from_steps counts accepted / verified drafts on every case.")
+
+
+# --- Chapters 1-3: why decoding is slow, drafting, verification (helper ch123) ------------
+
+def _token_array(value, where: str):
+    import numpy as np
+
+    try:
+        arr = np.asarray(value)
+    except Exception:  # noqa: BLE001 (anything a student returns)
+        raise ExerciseError(f"{where}: your function returned {value!r}, not an array of token ids") from None
+    if arr.ndim != 1 or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
+        raise ExerciseError(f"{where}: expected a 1-D array of integer token ids, got "
+                            f"{'shape ' + str(arr.shape) if arr.ndim != 1 else 'dtype ' + str(arr.dtype)}")
+    return arr
+
+
+def check_autoregressive_loop(generate) -> None:
+    """Exercise ex-01-1: ``generate(model, prompt, n_new, rng)``, plain decoding with one pass per token.
+
+    Compared with :func:`speclib.decoding.autoregressive_generate` token for token (both
+    use :func:`speclib.sampling.sample_token` with the same seed), and the model is
+    counted: exactly ``n_new`` calls.
+    """
+    import numpy as np
+
+    from .cost import CountingModel
+    from .decoding import autoregressive_generate
+    from .models import MarkovModel, markov_pair
+
+    target, _ = markov_pair(vocab_size=6, seed=4)
+
+    class _FullContext(MarkovModel):  # reads the whole prefix, as a transformer does
+        context_length = None
+
+    for model in (target, _FullContext(target.transition)):
+        for seed, prompt, n_new in [(0, [1], 8), (3, [2, 5, 0], 12), (9, [4], 1), (5, [3], 0)]:
+            where = f"seed {seed}, prompt {prompt}, n_new {n_new}"
+            counted = CountingModel(model)
+            got = _token_array(call_student(generate, counted, np.array(prompt), n_new,
+                                            np.random.default_rng(seed)), where)
+            want, _ = autoregressive_generate(model, prompt, n_new, rng=seed)
+            if got.size == len(prompt) + n_new and np.array_equal(got[: len(prompt)], prompt):
+                raise ExerciseError(f"{where}: return only the new tokens, not the prompt in front of them")
+            if got.size != n_new:
+                raise ExerciseError(f"{where}: expected {n_new} new tokens, got {got.size}")
+            if counted.calls != n_new:
+                raise ExerciseError(f"{where}: the model was called {counted.calls} times for {n_new} tokens; "
+                                    "plain decoding makes exactly one forward pass per new token")
+            if not np.array_equal(got, want):
+                i = int(np.argmax(got != want))
+                raise ExerciseError(
+                    f"{where}: token {i} differs from the target's own sampling. Draw each token with "
+                    "sample_token(row, rng): which row of the model's output is the distribution of the "
+                    "next token, and does the sequence you pass in include the tokens generated so far?")
+    passed("one forward pass per token, and the same tokens as autoregressive_generate.")
+
+
+def check_draft_proposal(propose) -> None:
+    """Exercise ex-02-1: ``propose(draft, prefix, k, rng)`` returns ``(tokens, p_rows)``.
+
+    Three checks: the shapes; that row ``i`` is the draft's distribution given the prefix
+    and the first ``i`` drafted tokens; and, over 3000 seeded runs, that the drafted tokens
+    are really *sampled* from the recorded rows: the total-variation distance between the
+    empirical frequencies of the first two drafted tokens and the average recorded rows
+    must be below 0.06 (a correct sampler stays near 0.02 here).
+    """
+    import numpy as np
+
+    from .models import markov_pair
+
+    _, draft = markov_pair(vocab_size=5, draft_noise=0.3, seed=2)
+    for seed, prefix, k in [(0, [1], 3), (4, [0, 3], 5), (8, [2], 1)]:
+        where = f"seed {seed}, prefix {prefix}, k {k}"
+        out = call_student(propose, draft, np.array(prefix), k, np.random.default_rng(seed))
+        if not isinstance(out, tuple) or len(out) != 2:
+            raise ExerciseError(f"{where}: return a pair (tokens, p_rows), got {type(out).__name__}")
+        tokens = _token_array(out[0], where)
+        p_rows = np.asarray(out[1], dtype=float)
+        if tokens.shape != (k,):
+            raise ExerciseError(f"{where}: expected {k} drafted tokens, got {tokens.size}")
+        if p_rows.shape != (k, draft.vocab_size):
+            raise ExerciseError(f"{where}: p_rows should have one row per drafted token, shape "
+                                f"({k}, {draft.vocab_size}); got {p_rows.shape}")
+        seq = np.concatenate([prefix, tokens])
+        want = draft(seq)[len(prefix) - 1: len(prefix) - 1 + k]
+        for i in range(k):
+            if not np.allclose(p_rows[i], want[i]):
+                raise ExerciseError(
+                    f"{where}: row {i} is not the draft's distribution for the token at draft position {i}. "
+                    "Record the row *before* you append the token sampled from it.")
+    # Sampled, not chosen: compare frequencies with the recorded rows.
+    runs, vocab = 3000, draft.vocab_size
+    counts, expected = np.zeros((2, vocab)), np.zeros((2, vocab))
+    for seed in range(runs):
+        tokens, p_rows = call_student(propose, draft, np.array([0]), 2, np.random.default_rng(10_000 + seed))
+        tokens, p_rows = np.asarray(tokens), np.asarray(p_rows, dtype=float)
+        for i in range(2):
+            counts[i, int(tokens[i])] += 1
+            expected[i] += p_rows[i]
+    tv = 0.5 * np.abs(counts / runs - expected / runs).sum(axis=1).max()
+    if tv > 0.06:
+        raise ExerciseError(
+            f"over {runs} runs the drafted tokens do not follow the recorded rows (total-variation distance "
+            f"{tv:.3f} > 0.06). Verification assumes each token was *sampled* from its recorded row: is the "
+            "draft picking tokens some other way?")
+    passed("rows are the draft's distributions, and the tokens are sampled from them.")
+
+
+def check_accepted_prefix(accepted_prefix) -> None:
+    """Exercise ex-03-1: ``accepted_prefix(p_x, q_x, u)``, how many drafts verification keeps.
+
+    ``p_x[i]``, ``q_x[i]`` are the draft and target probabilities of draft ``i`` and ``u[i]``
+    the uniform drawn for it; the answer is compared with the rule of
+    :func:`speclib.sampling.verify` on hand-made and random cases.
+    """
+    import numpy as np
+
+    def rule(p_x, q_x, u):
+        for i in range(len(p_x)):
+            if not u[i] < min(1.0, q_x[i] / p_x[i]):
+                return i
+        return len(p_x)
+
+    rng = np.random.default_rng(3)
+    cases = [
+        ([0.2, 0.2, 0.2], [0.3, 0.4, 0.5], [0.9, 0.99, 0.5]),  # q >= p: always kept
+        ([0.5, 0.5, 0.5], [0.1, 0.4, 0.5], [0.15, 0.3, 0.1]),  # the first ratio is 0.2
+        ([0.4, 0.4, 0.4], [0.2, 0.2, 0.2], [0.1, 0.7, 0.1]),  # rejected at 2, the third would pass
+        ([0.4, 0.2], [0.2, 0.1], [0.5, 0.1]),  # u equal to the ratio is a rejection
+        ([0.25], [0.05], [0.1]),  # ratio 0.2: rejected
+    ]
+    for _ in range(40):
+        p = rng.uniform(0.01, 0.6, 6)
+        cases.append((p, np.clip(p * rng.uniform(0.2, 1.6, 6), 0, 1), rng.random(6)))
+    for p_x, q_x, u in cases:
+        p_x, q_x, u = (np.asarray(a, dtype=float) for a in (p_x, q_x, u))
+        got = call_student(accepted_prefix, p_x.copy(), q_x.copy(), u.copy())
+        want = rule(p_x, q_x, u)
+        if isinstance(got, (bool, np.bool_)) or not isinstance(got, (int, np.integer)):
+            raise ExerciseError(f"return the number of accepted drafts as an int, got {got!r}")
+        if got == want:
+            continue
+        kept = u < np.minimum(1.0, q_x / p_x)
+        where = f"p(x) = {np.round(p_x, 3).tolist()}, q(x) = {np.round(q_x, 3).tolist()}, u = {np.round(u, 3).tolist()}"
+        if got == int(kept.sum()):
+            raise ExerciseError(f"{where}: you returned {got}, the number of drafts that pass the test anywhere "
+                                "in the block. What happens to the drafts after the first rejection?")
+        raise ExerciseError(f"{where}: you returned {got}, verification keeps {want}. Check the acceptance "
+                            "probability: which probability goes on top of the ratio?")
+    passed("accepted_prefix keeps the same drafts as speclib.sampling.verify on every case.")
+
+
+# --- Chapter 8: real text (helper realtext) ------------------------------------------------
+
+def _rates_or_fail(value, k: int, where: str):
+    import numpy as np
+
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ExerciseError(f"{where}: your function returned {value!r}, not an array of numbers") from None
+    if arr.shape != (k,):
+        raise ExerciseError(f"{where}: expected one rate per draft position, shape ({k},), got shape {arr.shape}")
+    return arr
+
+
+def check_acceptance_by_position(acceptance_by_position) -> None:
+    """Exercise ex-08-1: ``acceptance_by_position(outcomes, k)`` from per-block accept/reject outcomes."""
+    import numpy as np
+
+    cases = [
+        ([[1, 1, 1], [1, 0], [0]], 3),
+        ([[0], [0], [1, 1], [1, 0]], 2),
+        ([[1, 0], [1, 1, 1, 1], [0], [1, 1, 0]], 4),
+        ([[0], [0]], 3),
+    ]
+    for outcomes, k in cases:
+        want_accepted, want_judged = np.zeros(k), np.zeros(k)
+        for block in outcomes:
+            want_accepted[: len(block)] += block
+            want_judged[: len(block)] += 1
+        with np.errstate(invalid="ignore", divide="ignore"):
+            want = want_accepted / want_judged
+        where = f"for outcomes {outcomes} and k = {k}"
+        got = _rates_or_fail(call_student(acceptance_by_position, [list(b) for b in outcomes], k), k, where)
+        reached = want_judged > 0
+        if np.isnan(got[reached]).any():
+            raise ExerciseError(f"{where}: you returned NaN at a position some block reached.")
+        if not np.all(np.isnan(got[~reached])):
+            raise ExerciseError(f"{where}: no block reached position(s) {list(np.flatnonzero(~reached) + 1)}; "
+                                "a rate there is undefined (return NaN).")
+        if not np.allclose(got[reached], want[reached]):
+            bad = int(np.flatnonzero(~np.isclose(got, want) & reached)[0]) + 1
+            raise ExerciseError(f"{where}: the rate at position {bad} is {got[bad - 1]:.4g}, which is wrong. "
+                                "A draft at position j is judged only if the drafts before it were accepted: "
+                                "which blocks should the denominator count?")
+    passed("acceptance_by_position agrees with speclib.render.acceptance_by_position on every case.")
+
+
+def check_interpolated_row(interpolated_row) -> None:
+    """Exercise ex-08-3: ``interpolated_row(counts, lower, discount)``, absolute discounting done right."""
+    import numpy as np
+
+    cases = [
+        (np.array([3.0, 1.0, 0.0, 0.0]), np.array([0.1, 0.2, 0.3, 0.4]), 0.5),
+        (np.array([0.0, 5.0, 0.0]), np.array([1 / 3] * 3), 0.75),
+        (np.array([2.0, 2.0, 1.0, 0.0, 0.0]), np.array([0.2] * 5), 0.3),
+        (np.array([0.0, 0.0, 0.0]), np.array([0.5, 0.25, 0.25]), 0.5),
+    ]
+    for counts, lower, d in cases:
+        where = f"for counts {counts.tolist()}, lower {np.round(lower, 3).tolist()}, discount {d}"
+        total = counts.sum()
+        if total == 0:
+            want = lower
+        else:
+            want = (np.maximum(counts - d, 0) + d * np.count_nonzero(counts) * lower) / total
+        got = _rates_or_fail(call_student(interpolated_row, counts.copy(), lower.copy(), d), counts.size, where)
+        if not np.isfinite(got).all():
+            raise ExerciseError(f"{where}: your row contains NaN or infinity. What should a context "
+                                "that was never seen predict?")
+        if abs(got.sum() - 1) > 1e-9:
+            raise ExerciseError(f"{where}: your row sums to {got.sum():.6g}, not 1. How much mass does the "
+                                "discount remove in total, and is exactly that much handed to the lower order?")
+        if (got <= 0).any():
+            raise ExerciseError(f"{where}: your row gives probability 0 to a token. Speculative decoding "
+                                "divides by draft probabilities; the lower-order row must reach every token.")
+        if not np.allclose(got, want):
+            raise ExerciseError(f"{where}: the row sums to 1 and has no zeros, but its values are off. "
+                                "Check the weight that multiplies the lower-order row.")
+    passed("interpolated_row matches interpolated absolute discounting on every case.")
+
+
+# --- Chapters 10-11: sampling controls, the bug zoo (helper zoo) ---------------------------
+
+def _row_or_fail(value, size: int, where: str):
+    import numpy as np
+
+    try:
+        row = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ExerciseError(f"{where}: your function returned {value!r}, not an array of probabilities") from None
+    if row.shape != (size,):
+        raise ExerciseError(f"{where}: expected a row of shape ({size},), got shape {row.shape}")
+    if not np.isfinite(row).all():
+        raise ExerciseError(f"{where}: your row contains NaN or infinity")
+    return row
+
+
+def check_top_p_row(top_p_row) -> None:
+    """Exercise ex-10-1: ``top_p_row(q, top_p)``, nucleus filtering of one row."""
+    import numpy as np
+
+    from .warping import warp_distribution
+
+    cases = [
+        ([0.5, 0.3, 0.2], 0.8), ([0.5, 0.3, 0.2], 0.81), ([0.5, 0.3, 0.2], 0.4), ([0.1, 0.2, 0.3, 0.4], 0.6),
+        ([0.25, 0.25, 0.25, 0.25], 0.6), ([0.0, 0.7, 0.0, 0.3], 1.0), ([0.2, 0.5, 0.3], 0.5),
+    ]
+    for q, top_p in cases:
+        q = np.array(q)
+        where = f"for q = {q.tolist()} and top_p = {top_p}"
+        got = _row_or_fail(call_student(top_p_row, q.copy(), top_p), q.size, where)
+        want = warp_distribution(q, top_p=top_p)
+        if (got < 0).any() or abs(got.sum() - 1) > 1e-9:
+            raise ExerciseError(f"{where}: your row is not a distribution (it sums to {got.sum():.6g}). "
+                                "Did you renormalise the tokens you kept?")
+        kept, want_kept = np.count_nonzero(got), np.count_nonzero(want)
+        if kept != want_kept:
+            more = "more" if kept > want_kept else "fewer"
+            raise ExerciseError(f"{where}: you kept {kept} tokens, {more} than the nucleus holds. The nucleus is "
+                                "the smallest set of most likely tokens whose mass reaches top_p.")
+        if not np.allclose(got, want, atol=1e-12):
+            raise ExerciseError(f"{where}: you kept the right number of tokens but not the right ones or "
+                                "not in the right proportions. Among equally likely tokens, keep the lower id.")
+    passed("top_p_row agrees with speclib.warping.warp_distribution(q, top_p=...) on every case.")
+
+
+def _exact_calls():
+    """Chapter 10's four speculative configurations: (target model, draft model) for each letter."""
+    from .warping import warp
+
+    from .models import markov_pair
+
+    target, draft = markov_pair(vocab_size=3, draft_noise=0.6, seed=4)
+    hot = warp(target, temperature=0.7)
+    configurations = {
+        "a": (hot, warp(draft, temperature=0.7)),
+        "b": (hot, draft),
+        "c": (target, warp(draft, temperature=0.7)),
+        "d": (hot, warp(draft, temperature=0.0)),
+    }
+    return hot, configurations
+
+
+def check_exact_calls(exact_calls) -> None:
+    """Exercise ex-10-3: the set of letters whose call samples exactly from ``warp(target, 0.7)``.
+
+    The right set is not stored anywhere: the check enumerates each configuration with
+    :mod:`speclib.exact` and compares it with the warped target.
+    """
+    import numpy as np
+
+    from .exact import speculative_sequence_distribution, target_sequence_distribution
+
+    if callable(exact_calls):
+        exact_calls = call_student(exact_calls)
+    try:
+        answer = {str(letter).strip().lower() for letter in exact_calls}
+    except TypeError:
+        raise ExerciseError(f"expected a set of letters such as {{'a', 'c'}}, got {exact_calls!r}") from None
+    hot, configurations = _exact_calls()
+    unknown = answer - set(configurations)
+    if unknown:
+        raise ExerciseError(f"{sorted(unknown)} are not among the calls; choose from {sorted(configurations)}")
+    want = target_sequence_distribution(hot, [0], 3)
+    truth = {letter for letter, (t, d) in configurations.items()
+             if np.abs(speculative_sequence_distribution(t, d, [0], 2) - want).max() < 1e-12}
+    if answer - truth:
+        raise ExerciseError(f"your set includes {len(answer - truth)} call(s) whose output does not follow "
+                            "warp(target, 0.7). Which model does the verifier actually compare against?")
+    if truth - answer:
+        raise ExerciseError(f"your set leaves out {len(truth - answer)} call(s) that are exact. The theorem asks "
+                            "nothing of the draft except that the verifier sees the row each token came from.")
+    passed("Right: exactly those calls follow warp(target, 0.7) (checked by exact enumeration).")
+
+
+def check_shipped_a_diagnosis(diagnosis) -> None:
+    """Exercise ex-11-1: which zoo variant is ``speclib.broken.shipped_verify_a``?
+
+    The answer is checked by behaviour, not against a stored name: the variant you name,
+    run through :func:`speclib.broken.generate`, must emit the very tokens that
+    ``shipped_verify_a`` emits for the same seeds.
+    """
+    from . import broken
+    from .decoding import speculative_generate
+
+    if isinstance(diagnosis, str):
+        by_name = {v.name: v for v in broken.ZOO}
+        by_name.update({n: v for n, v in vars(broken).items() if isinstance(v, broken.Variant)})
+        if diagnosis not in by_name:
+            raise ExerciseError(f"{diagnosis!r} is not a variant; pass one of speclib.broken.ZOO "
+                                f"(names: {[v.name for v in broken.ZOO]})")
+        diagnosis = by_name[diagnosis]
+    if not isinstance(diagnosis, broken.Variant):
+        raise ExerciseError(f"expected one of speclib.broken.ZOO, got {diagnosis!r}")
+    if diagnosis is broken.CORRECT:
+        raise ExerciseError("shipped_verify_a is not correct: run the audit on it with k = 2 and length 3.")
+    target, draft = broken.zoo_pair()
+    for seed in range(25):
+        shipped, _ = speculative_generate(target, draft, [0], 30, 3, seed, verifier=broken.shipped_verify_a)
+        mine, _ = broken.generate(target, draft, [0], 30, 3, seed, diagnosis)
+        if (shipped != mine).any():
+            raise ExerciseError(f"'{diagnosis.name}' does not behave like shipped_verify_a: with seed {seed} the two "
+                                "emit different tokens. Read its code again, line by line, against verify().")
+    passed(f"Diagnosis confirmed: '{diagnosis.name}' emits exactly shipped_verify_a's tokens on 25 seeds.")
+
+
+def check_fixed_verifier(fixed_verify) -> None:
+    """Exercise ex-11-2: a repaired ``shipped_verify_b`` with the signature of ``verify``."""
+    import numpy as np
+
+    from . import broken
+    from .audit import AUDIT_LEVEL, audit
+    from .decoding import speculative_generate
+    from .exact import target_sequence_distribution
+
+    p = np.array([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [0.5, 0.5, 0.0]])
+    out = call_student(fixed_verify, np.array([1, 2, 0]), p, np.vstack([p, [[0.0, 0.0, 1.0]]]),
+                       np.random.default_rng(0))
+    try:
+        tokens, n_accepted = np.asarray(out[0]), int(out[1])
+    except (TypeError, ValueError, IndexError):
+        raise ExerciseError(f"your verifier returned {out!r}; return (tokens, n_accepted) as verify() does") from None
+    if n_accepted != 3 or tokens.tolist() != [1, 2, 0, 2]:
+        raise ExerciseError("when p equals q every draft must be kept and the bonus drawn from the last target "
+                            f"row; with drafts [1, 2, 0] and a bonus row [0, 0, 1] you returned {tokens.tolist()}")
+    target, draft = broken.zoo_pair()
+    reference = target_sequence_distribution(target, [0], 3)
+    result = audit(lambda n, rng: speculative_generate(target, draft, [0], n, 3, rng, verifier=fixed_verify),
+                   reference, n_samples=1500, rng=2024)
+    if not result.passed:
+        raise ExerciseError(f"the audit (k = 3, 1500 samples of 3 tokens) rejects your verifier: p-value "
+                            f"{result.pvalue:.2g} < {AUDIT_LEVEL:g}. What may a step emit after its first rejection?")
+    passed(f"The repaired verifier passes the audit (p-value {result.pvalue:.2f}).")
+
+
+def check_argmax_first_token(argmax_draft_first_token) -> None:
+    """Exercise ex-11-3: the first-token distribution when the draft token is picked by argmax."""
+    import numpy as np
+
+    from . import broken
+    from .models import FixedContextModel
+
+    rng = np.random.default_rng(11)
+    cases = [(np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5])), (np.array([0.2, 0.8]), np.array([0.2, 0.8])),
+             (np.array([0.6, 0.4, 0.0]), np.array([0.7, 0.1, 0.2]))]
+    cases += [tuple(rng.dirichlet(np.ones(4), size=2)) for _ in range(3)]
+    for p, q in cases:
+        where = f"for p = {np.round(p, 3).tolist()}, q = {np.round(q, 3).tolist()}"
+        got = _row_or_fail(call_student(argmax_draft_first_token, p.copy(), q.copy()), p.size, where)
+        want = broken.distribution(FixedContextModel(q), FixedContextModel(p), [0], 1, k=1,
+                                   variant=broken.ARGMAX_DRAFT)
+        if abs(got.sum() - 1) > 1e-9:
+            raise ExerciseError(f"{where}: your distribution sums to {got.sum():.6g}, not 1. The kept draft and "
+                                "the replacement must account for all the probability.")
+        if not np.allclose(got, want, atol=1e-12):
+            raise ExerciseError(f"{where}: not what the faulty step emits. Which token is proposed, with what "
+                                "chance is it kept (using the probability the verifier is told), and what "
+                                "replaces it otherwise?")
+    passed("argmax_draft_first_token matches the exact enumeration of the faulty step.")
+
+
+# --- Chapters 12-13: adaptive draft length, production variants (helper adaptive) --------
+
+def _adaptive_float(value, where: str) -> float:
+    import math
+
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ExerciseError(f"{where}: your function returned {value!r}, not a number") from None
+    if not math.isfinite(value):
+        raise ExerciseError(f"{where}: your function returned {value}; a division by zero somewhere?")
+    return value
+
+
+def check_oracle_speedup(oracle_speedup) -> None:
+    """Exercise ex-12-1: ``oracle_speedup(accepted_per_step, c)``, the hindsight ceiling for ``0 <= c < 1``."""
+    import numpy as np
+
+    from .adaptive import hindsight_oracle
+
+    rng = np.random.default_rng(12)
+    cases = [([0, 3, 4, 1], 0.2), ([4, 4, 4], 0.0), ([0, 0, 0], 0.5), ([2], 0.9)]
+    cases += [(rng.integers(0, 7, size=12).tolist(), float(rng.uniform(0, 0.9))) for _ in range(4)]
+    for n, c in cases:
+        where = f"for accepted_per_step = {n}, c = {c:.3g}"
+        got = _adaptive_float(call_student(oracle_speedup, list(n), c), where)
+        want = hindsight_oracle(n, max(max(n), 1), c).speedup(c)
+        if abs(got - want) <= 1e-9:
+            continue
+        n_arr = np.asarray(n)
+        if abs(got - (n_arr + 1).sum() / n_arr.size) <= 1e-9 and c > 0:
+            raise ExerciseError(f"{where}: you returned tokens per target pass. The oracle also pays c for "
+                                "every draft pass it makes; which k would it choose, and what does that cost?")
+        if abs(got - n_arr.sum() / (n_arr.size + c * n_arr.sum())) <= 1e-9:
+            raise ExerciseError(f"{where}: every step emits one token more than it accepted drafts "
+                                "(a correction or the bonus). Count it.")
+        raise ExerciseError(f"{where}: you returned {got:.6g}. For a step that accepted n drafts, which k "
+                            "would you pick in hindsight, how many tokens would it emit, and at what cost?")
+    passed("oracle_speedup matches speclib.adaptive.hindsight_oracle on every case.")
+
+
+def _reference_window_rate(updates, window):
+    from collections import deque
+
+    outcomes = deque(maxlen=window)
+    for drafted, accepted in updates:
+        outcomes.extend([True] * accepted + [False] * int(accepted < drafted))
+    return sum(outcomes) / len(outcomes) if outcomes else None
+
+
+def check_theory_controller(make_controller) -> None:
+    """Exercise ex-12-2: a controller that drafts ``optimal_k(rolling acceptance, c)`` tokens."""
+    import numpy as np
+
+    from .adaptive import Controller, adaptive_generate
+    from .models import markov_pair
+    from .theory import optimal_k
+
+    for c, window in [(0.1, 10), (0.3, 6)]:
+        ctrl = call_student(make_controller, c, window)
+        if not isinstance(ctrl, Controller):
+            raise ExerciseError("make_controller must return an object with a name and the methods "
+                                "draft_length(), keep_drafting(p, x) and update(n_drafted, n_accepted).")
+        first = call_student(ctrl.draft_length)
+        if first != 1:
+            raise ExerciseError(f"before any draft was verified, draft_length() returned {first!r}; "
+                                "the exercise asks for 1, a first probe.")
+        rng = np.random.default_rng(int(c * 100) + window)
+        updates = []
+        for _ in range(30):
+            drafted = int(rng.integers(1, 6))
+            accepted = int(rng.integers(0, drafted + 1)) if rng.random() < 0.7 else drafted
+            updates.append((drafted, accepted))
+            call_student(ctrl.update, drafted, accepted)
+            want = optimal_k(_reference_window_rate(updates, window), c, 16)
+            got = call_student(ctrl.draft_length)
+            if got != want:
+                hint = ("only the accepted drafts and the first rejected one of each step were verified; "
+                        "the drafts after a rejection were never judged") if accepted < drafted - 1 else \
+                       f"the estimate covers the last {window} verified drafts only"
+                raise ExerciseError(f"after the updates {updates[-4:]} (most recent last) draft_length() returned "
+                                    f"{got!r}, not what optimal_k gives for the rolling rate; {hint}.")
+    target, draft = markov_pair(vocab_size=8, draft_noise=0.3, seed=0)
+    tokens, _ = adaptive_generate(target, draft, [0], 50, call_student(make_controller, 0.1, 20), rng=0)
+    if len(tokens) != 50:
+        raise ExerciseError("adaptive_generate with your controller did not produce 50 tokens.")
+    passed("Your controller follows optimal_k of the rolling acceptance rate and runs in adaptive_generate.")
+
+
+def check_multi_draft_acceptance(multi_draft_acceptance) -> None:
+    """Exercise ex-13-1: ``multi_draft_acceptance(p, q, m)``, recursive rejection with ``m`` candidates."""
+    import numpy as np
+
+    from .sampling import acceptance_rate
+    from .variants import multi_draft_acceptance as reference
+
+    rng = np.random.default_rng(13)
+    cases = [(np.array([0.6, 0.3, 0.1]), np.array([0.2, 0.3, 0.5]), m) for m in (1, 2, 3)]
+    cases += [(rng.dirichlet(np.ones(5) * 0.5), rng.dirichlet(np.ones(5) * 0.5), int(rng.integers(1, 5)))
+              for _ in range(6)]
+    for p, q, m in cases:
+        where = f"for p = {np.round(p, 3).tolist()}, q = {np.round(q, 3).tolist()}, m = {m}"
+        got = _adaptive_float(call_student(multi_draft_acceptance, p.copy(), q.copy(), m), where)
+        want = reference(p, q, m)
+        if abs(got - want) <= 1e-9:
+            continue
+        alpha = acceptance_rate(p, q)
+        if m == 1:
+            raise ExerciseError(f"{where}: with one candidate the answer is the ordinary acceptance rate "
+                                f"sum(min(p, q)); you returned {got:.6g}.")
+        if abs(got - (1 - (1 - alpha) ** m)) <= 1e-9:
+            raise ExerciseError(f"{where}: you treated the candidates as independent tries against q. After a "
+                                "rejection, what distribution is the next candidate tested against?")
+        raise ExerciseError(f"{where}: you returned {got:.6g}. Follow the residual from candidate to candidate.")
+    passed("multi_draft_acceptance matches speclib.variants.multi_draft_acceptance on every case.")
+
+
+def check_keep_after_step(keep_after_step) -> None:
+    """Exercise ex-13-2: how many cached positions survive a step (prefix length, accepted drafts)."""
+    import numpy as np
+
+    from .decoding import speculative_generate
+    from .variants import accepted_length, cached_speculative_generate, recurrent_pair
+
+    for prefix_length, n_accepted in [(10, 2), (5, 0), (7, 4), (1, 3)]:
+        got = call_student(keep_after_step, prefix_length, n_accepted)
+        where = f"keep_after_step({prefix_length}, {n_accepted})"
+        if not isinstance(got, (int, np.integer)) or isinstance(got, bool):
+            raise ExerciseError(f"{where} returned {got!r}, not a whole number of positions.")
+        want = accepted_length(prefix_length, n_accepted)
+        if got > want:
+            raise ExerciseError(f"{where} = {got} keeps too much: the cache would still hold the state of a "
+                                "token the target did not keep. Which tokens has a pass already read, and "
+                                "which of them survive?")
+        if got < want:
+            raise ExerciseError(f"{where} = {got} keeps too little: the cache would forget a token that was "
+                                "accepted, and the next pass would read the text from the wrong place.")
+    target, draft = recurrent_pair(vocab_size=8, hidden_size=12, seed=2, draft_temperature=2.0)
+    for seed in range(3):
+        tokens, _, t_cache, d_cache = cached_speculative_generate(
+            target, draft, [0, 1], 40, k=3, rng=seed, keep=lambda n, a: int(keep_after_step(n, a)))
+        text = np.concatenate([[0, 1], tokens])
+        for cache, model in ((t_cache, target), (d_cache, draft)):
+            if not (np.array_equal(cache.tokens, text[:len(cache)])
+                    and np.array_equal(cache.states, model.states(cache.tokens))):
+                raise ExerciseError("after a run the caches do not equal a fresh computation on the text.")
+        if not np.array_equal(tokens, speculative_generate(target, draft, [0, 1], 40, k=3, rng=seed)[0]):
+            raise ExerciseError("the cached decoder emitted other tokens than the uncached one with the same seed.")
+    passed("With your rollback the caches equal a fresh computation, and the tokens equal the uncached decoder's.")
