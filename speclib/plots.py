@@ -5,3 +5,423 @@ and return the axes, and never call ``plt.show()`` (the notebook does).
 """
 
 from __future__ import annotations
+
+
+# --- Chapters 4-6: correction, bonus token, theory (helper ch456) -------------------------
+
+def _axes(ax, figsize=(7, 3.5)):
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize)
+    return ax
+
+
+def plot_correction(view, axes=None):
+    """Two panels from :func:`speclib.widgets.correction_view`.
+
+    Left: the target ``q`` as stacked bars, ``min(p, q)`` (what accepted drafts deliver) under
+    ``max(0, q - p)`` (what corrections must deliver), with the draft ``p`` as dots.  Right:
+    ``q`` beside what a step emits when the correction wrongly draws from ``q`` again.
+    Returns the two axes.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    left, right = axes
+    x = np.arange(len(view.q))
+    left.bar(x, view.overlap, color="tab:blue", label="min(p, q): accepted drafts")
+    left.bar(x, view.missing, bottom=view.overlap, color="tab:orange", label="max(0, q - p): residual")
+    left.plot(x, view.p, "ko", markersize=4, label="draft p")
+    left.set(xlabel="token id", ylabel="probability", xticks=x,
+             title=f"q split by the draft (noise {view.draft_noise:.2f}, alpha = {view.alpha:.2f})")
+    left.set_ylim(0, 1.45 * max(view.q.max(), view.p.max()))  # headroom for the legend
+    left.legend(fontsize=8, loc="upper left")
+    width = 0.4
+    right.bar(x - width / 2, view.q, width, color="tab:green", label="target q (correct rule)")
+    right.bar(x + width / 2, view.emitted_resample_q, width, color="tab:red", label="resample from q")
+    right.set(xlabel="token id", ylabel="probability of the emitted token", xticks=x,
+              title=f"Emitted token, TV from q = {view.tv_resample_q:.3f}")
+    right.set_ylim(0, 1.3 * max(view.q.max(), view.emitted_resample_q.max()))
+    right.legend(fontsize=8, loc="upper left")
+    left.figure.tight_layout()
+    return axes
+
+
+def plot_tokens_per_step(tokens_per_step, pmf, ax=None, title="Tokens emitted per step"):
+    """Observed fraction of steps emitting ``n`` tokens (bars) against a predicted ``pmf`` (dots).
+
+    ``tokens_per_step`` is a sequence of per-step counts (e.g. ``GenerationStats.tokens_per_step``)
+    and ``pmf[n - 1]`` the predicted probability of ``n`` tokens.  Returns the axes.
+    """
+    import numpy as np
+
+    pmf = np.asarray(pmf, dtype=float)
+    steps = np.asarray(tokens_per_step, dtype=int)
+    if steps.size == 0:
+        raise ValueError("tokens_per_step: no steps to plot")
+    if steps.min() < 1 or steps.max() > pmf.size:
+        raise ValueError(f"tokens_per_step: counts must lie in 1 .. {pmf.size} (the length of pmf), "
+                         f"got {steps.min()} .. {steps.max()}")
+    ax = _axes(ax)
+    n = np.arange(1, pmf.size + 1)
+    observed = np.bincount(steps, minlength=pmf.size + 1)[1:] / steps.size
+    ax.bar(n, observed, color="tab:blue", alpha=0.7, label=f"simulated ({steps.size} steps)")
+    ax.plot(n, pmf, "o", color="black", label="theory")
+    ax.set(xlabel="tokens emitted in one step", ylabel="fraction of steps", xticks=n, title=title)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_bonus(view, ax=None):
+    """Tokens-per-step distributions with and without the bonus, from :func:`speclib.widgets.bonus_view`."""
+    import numpy as np
+
+    ax = _axes(ax)
+    width = 0.4
+    n_with = np.arange(1, view.k + 2)
+    n_without = np.arange(1, view.k + 1)
+    ax.bar(n_with - width / 2, view.pmf_with, width, color="tab:blue",
+           label=f"bonus on: {view.mean_with:.2f} tokens/pass")
+    ax.bar(n_without + width / 2, view.pmf_without, width, color="tab:gray",
+           label=f"bonus off: {view.mean_without:.2f} tokens/pass")
+    ax.set(xlabel="tokens emitted in one step", ylabel="probability", xticks=n_with,
+           title=f"alpha = {view.alpha:.2f}, k = {view.k}: the bonus moves mass from k to k + 1")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_speedup(view, ax=None):
+    """Speed-up against draft length, from :func:`speclib.widgets.speedup_view`."""
+    ax = _axes(ax)
+    ax.plot(view.ks, view.speedups, "o-", color="tab:blue", markersize=3,
+            label=f"alpha = {view.alpha:.2f}, c = {view.c:.2f}")
+    ax.axhline(1.0, color="gray", linestyle="--", label="plain decoding")
+    ax.plot([view.k], [view.speedup_at_k], "s", color="tab:orange", markersize=8,
+            label=f"chosen k = {view.k}: {view.speedup_at_k:.2f}x")
+    if view.best_k > 0:
+        ax.plot([view.best_k], [view.best_speedup], "*", color="tab:red", markersize=14,
+                label=f"best k = {view.best_k}: {view.best_speedup:.2f}x")
+    verdict = "speculation pays (alpha > c)" if view.pays else "no k pays (alpha <= c)"
+    ax.set(xlabel="draft length k (k = 0: plain decoding)", ylabel="wall-clock speed-up (x)",
+           title=f"Speed-up against draft length: {verdict}")
+    ax.legend(fontsize=8)
+    return ax
+
+
+# --- Chapters 1-3: why decoding is slow, drafting, verification (helper ch123) ------------
+
+def plot_pass_times(times, fit=None, ax=None, label="measured median", relative=False, color="tab:blue"):
+    """Measured pass times (medians, with the middle half of the repeats as error bars).
+
+    ``times`` is a :class:`speclib.cost.PassTimes`; ``fit`` an optional
+    :class:`speclib.cost.PassCostFit` drawn as a line.  With ``relative=True`` everything
+    is divided by the median at the smallest token count.  Returns the axes.
+    """
+    import numpy as np
+
+    ax = _axes(ax)
+    scale = times.median[0] if relative else 1e-3
+    lo, hi = np.percentile(times.seconds, [25, 75], axis=0)
+    med = times.median
+    ax.errorbar(times.n_tokens, med / scale, yerr=[(med - lo) / scale, (hi - med) / scale], fmt="o",
+                color=color, capsize=3, label=label)
+    if fit is not None:
+        n = np.geomspace(times.n_tokens[0], times.n_tokens[-1], 100)
+        ax.plot(n, fit.predict(n) / scale, "-", color=color, alpha=0.6,
+                label=f"fit: {fit.fixed * 1e3:.1f} ms + {fit.per_token * 1e3:.2f} ms x tokens")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(times.n_tokens, [str(n) for n in times.n_tokens])
+    ax.set(xlabel="tokens processed in one pass",
+           ylabel="cost relative to one pass" if relative else "time per pass (ms)")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_pass_cost(view, measured=(), ax=None):
+    """Time per pass against tokens processed at once, from :func:`speclib.widgets.pass_cost_view`.
+
+    The model line, the cost of one pass per token, the verification pass over ``k + 1``
+    tokens (a star) and the crossover.  ``measured`` is an optional sequence of
+    ``(label, n_tokens, seconds)`` series drawn as points.  Returns the axes.
+    """
+    import numpy as np
+
+    ax = _axes(ax)
+    ms = view.seconds * 1e3
+    ax.plot(view.n_tokens, ms, "-", color="tab:blue", label="model: read weights + arithmetic")
+    ax.plot(view.n_tokens, view.n_tokens * ms[0], "--", color="gray", label="one pass per token")
+    markers = iter(["o", "s", "^", "D"])
+    for label, n, seconds in measured:
+        ax.plot(n, 1e3 * np.asarray(seconds), next(markers, "o"), color="black", label=label)
+    kp1 = view.k + 1
+    ax.plot([kp1], [view.verify_relative * ms[0]], "*", color="tab:red", markersize=14,
+            label=f"k + 1 = {kp1} tokens: {view.verify_relative:.2f}x one token")
+    if view.crossover <= view.n_tokens[-1]:
+        ax.axvline(view.crossover, color="tab:orange", linestyle=":",
+                   label=f"crossover: {view.crossover:.0f} tokens")
+    from matplotlib.ticker import ScalarFormatter
+
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.set_yscale("log")
+    ax.set(xlabel="tokens processed in one pass", ylabel="time per pass (ms)",
+           title="A pass over k + 1 tokens against k + 1 passes")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_drafting(view, axes=None):
+    """Two panels from :func:`speclib.widgets.drafting_view`.
+
+    Left: target ``q`` and draft ``p`` over the tokens (sorted by decreasing ``q``), with
+    their overlap ``min(p, q)`` shaded; its area is alpha.  Right: alpha against the draft
+    noise, with the current setting marked.  Returns the two axes.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(10, 3.5), gridspec_kw={"width_ratios": [1.6, 1]})
+    left, right = axes
+    x = np.arange(len(view.q))
+    left.fill_between(x, view.overlap, step="mid", color="tab:green", alpha=0.35,
+                      label=f"min(p, q): area alpha = {view.alpha:.3f}")
+    left.step(x, view.q, where="mid", color="black", label="target q")
+    left.step(x, view.p, where="mid", color="tab:blue", linestyle="--", label="draft p")
+    left.set(xlabel="token rank under the target (0 = most likely)", ylabel="probability",
+             title=f"Draft noise {view.draft_noise:.2f}: overlap of draft and target")
+    left.legend(fontsize=8)
+    right.plot(view.noise_grid, view.alpha_grid, "-", color="tab:green", label="alpha = sum min(p, q)")
+    right.plot([view.draft_noise], [view.alpha], "o", color="tab:red", markersize=8, label="this setting")
+    right.set(xlabel="draft noise", ylabel="alpha", ylim=(0, 1.02), title="Acceptance rate against noise")
+    right.legend(fontsize=8)
+    left.figure.tight_layout()
+    return axes
+
+
+def plot_verification_block(view, ax=None, legend=True):
+    """One verified block from :func:`speclib.widgets.verification_view`.
+
+    Bars: the acceptance probability ``min(1, q/p)`` of each judged draft; markers: the
+    uniform ``u`` drawn for it (a green dot under the bar top is an acceptance, a red cross
+    above it the rejection).  A star marks a bonus token.  ``legend=False`` leaves the legend
+    out (for a grid of blocks sharing one).  Returns the axes.
+    """
+    import numpy as np
+
+    ax = _axes(ax, figsize=(6.5, 3.2))
+    rows = view.block.rows
+    pos = np.arange(1, len(view.u) + 1)
+    ax.bar(pos, view.accept_prob, color="tab:blue", alpha=0.3, label="min(1, q/p)")
+    ok = view.accepted
+    ax.plot(pos[ok], view.u[ok], "o", color="tab:green", label="u: accepted")
+    ax.plot(pos[~ok], view.u[~ok], "x", color="tab:red", markersize=10, mew=2, label="u: rejected")
+    for r in rows:
+        if r.outcome == "bonus":
+            ax.plot([r.position], [0.5], "*", color="tab:orange", markersize=14, label="bonus token")
+            ax.annotate(f"+{r.emitted}", (r.position, 0.5), textcoords="offset points", xytext=(0, 10),
+                        ha="center", fontsize=8)
+        else:
+            text = f"x={r.draft_token}" if r.outcome == "accepted" else f"x={r.draft_token}\u2192{r.emitted}"
+            ax.annotate(text, (r.position, 1.02), ha="center", fontsize=8)
+    k = len(view.block.draft_tokens)
+    n_acc = view.block.verification.n_accepted
+    n_out = len(view.emitted)
+    ax.set(xlim=(0.4, k + 1.6), ylim=(0, 1.18), xticks=np.arange(1, k + 2),
+           xlabel="position in the block", ylabel="probability / uniform draw",
+           title=f"Block {view.block.block}: {n_acc} of {k} drafts kept, {n_out} token{'s' * (n_out != 1)} out")
+    if legend:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        ax.figure.tight_layout()
+    return ax
+
+
+# --- Chapter 8: real text (helper realtext) ------------------------------------------------
+
+def plot_acceptance_by_position(rate, n_judged, ax=None, label=None, color=None, alpha=None):
+    """Acceptance rate at each draft position of a block, with 95% binomial error bars.
+
+    ``rate`` and ``n_judged`` come from :func:`speclib.render.acceptance_by_position`.  If
+    ``alpha`` is given, a dashed line marks it: the flat curve independent acceptances give.
+    Returns the axes.
+    """
+    import numpy as np
+
+    rate = np.asarray(rate, dtype=float)
+    n_judged = np.asarray(n_judged, dtype=float)
+    if rate.shape != n_judged.shape or rate.ndim != 1:
+        raise ValueError(f"rate and n_judged: expected two 1-D arrays of one shape, got {rate.shape} and {n_judged.shape}")
+    ax = _axes(ax)
+    position = np.arange(1, rate.size + 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        half = 1.96 * np.sqrt(rate * (1 - rate) / n_judged)
+    line = ax.errorbar(position, rate, yerr=half, marker="o", capsize=3, color=color, label=label)
+    if alpha is not None:
+        ax.axhline(alpha, color=line[0].get_color(), linestyle="--", linewidth=1)
+    ax.set(xlabel="draft position in the block", ylabel="P(accept | earlier drafts accepted)", xticks=position)
+    return ax
+
+
+# --- Chapters 10-11: sampling controls, the bug zoo (helper zoo) --------------------------
+
+def plot_sampling_controls(view, ax=None):
+    """Target and draft rows after the sampling controls, with the raw target row outlined.
+
+    ``view`` is a :class:`speclib.widgets.SamplingControlsView`.
+    """
+    import numpy as np
+
+    ax = _axes(ax)
+    x = np.arange(view.q.size)
+    ax.bar(x - 0.2, view.q_warped, width=0.4, color="tab:blue", label="target after controls")
+    ax.bar(x + 0.2, view.p_warped, width=0.4, color="tab:orange", label="draft after controls")
+    ax.step(x, view.q, where="mid", color="black", linestyle=":", label="target, raw")
+    ax.set_xticks(x)
+    ax.set_xlabel("token id")
+    ax.set_ylabel("probability")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(f"{view.label}: acceptance {view.alpha:.2f} (raw {view.alpha_raw:.2f})", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    return ax
+
+
+def plot_sequence_frequencies(reference, samples, top=8, ax=None, title="Frequencies of the first tokens"):
+    """Observed frequencies of short sequences beside their exact probabilities.
+
+    Parameters
+    ----------
+    reference : ndarray of shape (V,) * length
+        Exact probabilities; the ``top`` most likely sequences are shown.
+    samples : dict mapping a label to counts of the same shape
+    """
+    import numpy as np
+
+    ax = _axes(ax)
+    ref = np.asarray(reference).ravel()
+    shown = np.argsort(-ref, kind="stable")[:top]
+    width = 0.8 / len(samples)
+    x = np.arange(shown.size)
+    for i, (label, counts) in enumerate(samples.items()):
+        counts = np.asarray(counts).ravel()
+        ax.bar(x - 0.4 + width * (i + 0.5), counts[shown] / counts.sum(), width=width, label=label)
+    ax.scatter(x, ref[shown], color="black", marker="_", s=300, zorder=3, label="exact probability")
+    names = [" ".join(map(str, np.unravel_index(i, np.shape(reference)))) for i in shown]
+    ax.set_xticks(x, names)
+    ax.set_xlabel("sequence of token ids")
+    ax.set_ylabel("frequency")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_zoo_distances(names, distances, ax=None, title="Exact distance of each bug from the target"):
+    """Horizontal bars: the exact total-variation distance of each faulty decoder.
+
+    ``distances`` maps a setting's label to one distance per name.
+    """
+    import numpy as np
+
+    ax = _axes(ax)
+    y = np.arange(len(names))
+    height = 0.8 / len(distances)
+    for i, (label, values) in enumerate(distances.items()):
+        ax.barh(y - 0.4 + height * (i + 0.5), values, height=height, label=label)
+    ax.set_yticks(y, names)
+    ax.invert_yaxis()
+    ax.set_xlabel("total-variation distance from the target (0 = exact)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return ax
+
+
+# --- Chapters 12-13: adaptive draft length, production variants (helper adaptive) --------
+
+def plot_controller_bars(view, ax=None):
+    """Bars: each controller's speed-up at one cost ratio, plain decoding at 1.
+
+    ``view`` is a :class:`speclib.widgets.ControllerView`.
+    """
+    import numpy as np
+
+    ax = _axes(ax)
+    y = np.arange(len(view.names))
+    colors = ["tab:gray" if n.startswith("oracle") else "tab:blue" for n in view.names]
+    ax.barh(y, view.speedup, color=colors)
+    ax.axvline(1.0, color="black", linestyle="--", linewidth=1, label="plain decoding")
+    ax.set_yticks(y, view.names)
+    ax.invert_yaxis()
+    ax.set_xlabel("speed-up over plain decoding (tokens per unit of cost)")
+    ax.set_title(f"draft noise {view.draft_noise:g} (acceptance {view.alpha:.2f}), cost ratio c = {view.c:g}",
+                 fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    return ax
+
+
+def plot_controller_comparison(comparison, ax=None, title="Speed-up of each controller"):
+    """Lines: speed-up against the cost ratio ``c``, one per controller; the oracle dashed.
+
+    ``comparison`` is a :class:`speclib.adaptive.Comparison`; with several runs, a shaded band
+    of two standard errors shows the run-to-run noise.
+    """
+    import numpy as np
+
+    ax = _axes(ax)
+    for name, values in comparison.speedup.items():
+        style = dict(linestyle="--", color="tab:gray") if name.startswith("oracle") else dict(marker="o", markersize=3)
+        line, = ax.plot(comparison.c_values, values, label=name, **style)
+        err = comparison.stderr[name]
+        if np.isfinite(err).all():  # a band of two standard errors of the per-run speed-ups
+            ax.fill_between(comparison.c_values, values - 2 * err, values + 2 * err, color=line.get_color(), alpha=0.12)
+    ax.axhline(1.0, color="black", linewidth=1, linestyle=":", label="plain decoding")
+    ax.set_xlabel("cost ratio c (draft pass / target pass)")
+    ax.set_ylabel("speed-up over plain decoding")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_fallback_trace(estimates, history, c, tokens_per_step, boundaries=(), ax=None,
+                        title="Rolling acceptance and the fallback decision"):
+    """The monitor's rolling acceptance estimate against tokens generated, fallback stretches shaded.
+
+    ``estimates`` and ``history`` are a :class:`speclib.adaptive.FallbackMonitor`'s, one entry
+    per step; ``tokens_per_step`` places the steps on the token axis; ``boundaries`` marks
+    where segments change (in tokens).
+    """
+    import numpy as np
+
+    ax = _axes(ax)
+    ends = np.cumsum(tokens_per_step)
+    ax.plot(ends, estimates, color="tab:blue", label="rolling acceptance estimate")
+    ax.axhline(c, color="tab:red", linestyle="--", label=f"break-even: alpha = c = {c:g}")
+    plain = ~np.asarray(history, dtype=bool)
+    ax.fill_between(ends, 0, 1, where=plain, step="pre", color="tab:orange", alpha=0.25, label="plain decoding")
+    for b in boundaries:
+        ax.axvline(b, color="black", linewidth=1, linestyle=":")
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("tokens generated")
+    ax.set_ylabel("acceptance rate")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="lower left")
+    return ax
+
+
+def plot_batch_waste(view, ax=None):
+    """Padding waste and truncation loss against the batch size.
+
+    ``view`` is a :class:`speclib.widgets.BatchWasteView`.
+    """
+    ax = _axes(ax)
+    ax.plot(view.batch_sizes, view.pad_waste, marker="o", markersize=3,
+            label="pad: share of paid-for slots that are padding")
+    ax.plot(view.batch_sizes, 1.0 - view.truncate_keep, marker="s", markersize=3,
+            label="truncate: share of verified tokens thrown away")
+    ax.set_xlabel("batch size B (sequences verified together)")
+    ax.set_ylabel("fraction")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"Batched verification, alpha = {view.alpha:.2f}, k = {view.k}", fontsize=10)
+    ax.legend(fontsize=8)
+    return ax

@@ -63,13 +63,14 @@ class ChiSquareResult(NamedTuple):
     min_expected: float  #: the smallest expected count among outcomes of positive probability
 
 
-def chi_square_test(counts: np.ndarray, probs: np.ndarray) -> ChiSquareResult:
+def chi_square_test(counts: np.ndarray, probs: np.ndarray, pool_below: float = 5.0) -> ChiSquareResult:
     """Test whether ``counts`` could have been drawn from ``probs``.
 
     Outcomes of probability 0 take no part in Pearson's statistic; if any draw landed on
     one, the sample cannot come from ``probs`` and the p-value is 0.  The chi-square
-    approximation is fair when every expected count is at least about 5
-    (``min_expected`` reports it).
+    approximation is fair when every expected count is at least about 5, so outcomes whose
+    expected count is below ``pool_below`` are merged into one cell first
+    (``min_expected`` reports the smallest expected count that remains).
 
     Parameters
     ----------
@@ -77,6 +78,8 @@ def chi_square_test(counts: np.ndarray, probs: np.ndarray) -> ChiSquareResult:
         How often each outcome was observed (at least one draw in all).
     probs : array_like, same shape as ``counts``
         The exact probability of each outcome (summing to 1).
+    pool_below : float, default 5.0
+        Outcomes expected fewer times than this are pooled into a single cell (0: no pooling).
 
     Returns
     -------
@@ -110,15 +113,23 @@ def chi_square_test(counts: np.ndarray, probs: np.ndarray) -> ChiSquareResult:
         raise ValueError(f"probs: shape {np.shape(probs)} differs from the shape of counts {np.shape(counts)}")
     probs_arr = as_distribution(np.reshape(probs, -1), "probs", ndim=1)
 
+    pool_below = as_real(pool_below, "pool_below", low=0.0)
+
     possible = probs_arr > 0
-    if possible.sum() < 2:
-        raise ValueError("probs: fewer than two outcomes have positive probability; there is nothing to test")
     expected = probs_arr[possible] * total
+    observed = counts_arr[possible]
+    rare = expected < pool_below
+    if rare.sum() > 1:  # merge the rare outcomes into one cell
+        expected = np.append(expected[~rare], expected[rare].sum())
+        observed = np.append(observed[~rare], observed[rare].sum())
+    if expected.size < 2:
+        raise ValueError("probs: fewer than two cells with positive probability (after pooling the rare "
+                         "outcomes); there is nothing to test")
     impossible = int(counts_arr[~possible].sum())
-    dof = int(possible.sum()) - 1
+    dof = int(expected.size) - 1
     if impossible:
         return ChiSquareResult(float("inf"), dof, 0.0, impossible, float(expected.min()))
-    statistic = float(((counts_arr[possible] - expected) ** 2 / expected).sum())
+    statistic = float(((observed - expected) ** 2 / expected).sum())
     pvalue = float(_scipy_stats.chi2.sf(statistic, dof))
     return ChiSquareResult(statistic, dof, pvalue, 0, float(expected.min()))
 

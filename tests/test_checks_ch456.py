@@ -1,0 +1,98 @@
+"""Self-checks of chapters 4-6 accept a right answer and explain a wrong one."""
+
+import numpy as np
+import pytest
+
+from speclib.checks import ExerciseError, check_expected_tokens_without_bonus, check_residual, check_speedup
+
+
+def stub(*args):
+    raise NotImplementedError("complete me")
+
+
+# --- ex-04-1: the residual -----------------------------------------------------------------
+
+def good_residual(p, q):
+    excess = np.maximum(q - p, 0)
+    return excess / excess.sum()
+
+
+def test_residual_accepts_correct_answer(capsys):
+    check_residual(good_residual)
+    assert "\u2714" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (lambda p, q: np.maximum(q - p, 0), "not 1. Did you normalise"),
+        (lambda p, q: q, "mass on a token where p >= q"),
+        (lambda p, q: np.abs(q - p) / np.abs(q - p).sum(), "mass on a token where p >= q"),
+        (lambda p, q: q - p, "negative entry"),
+        (lambda p, q: np.maximum(q - p, 0)[:-1], "shape"),
+        (lambda p, q: "residual", "not an array of numbers"),
+        (lambda p, q: (np.maximum(q - p, 0) > 0) / (np.maximum(q - p, 0) > 0).sum(), "proportions"),
+    ],
+)
+def test_residual_rejects_wrong_answers(wrong, hint):
+    with pytest.raises(ExerciseError, match=hint):
+        check_residual(wrong)
+
+
+def test_residual_stub_message():
+    with pytest.raises(ExerciseError, match="still raises NotImplementedError"):
+        check_residual(stub)
+
+
+# --- ex-05-1: tokens per pass without the bonus -----------------------------------------------
+
+def test_expected_tokens_without_bonus_accepts_correct_answer(capsys):
+    check_expected_tokens_without_bonus(lambda alpha, k: sum(alpha**i for i in range(k)))
+    assert "\u2714" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (lambda alpha, k: sum(alpha**i for i in range(k + 1)), "with\\* the bonus"),
+        (lambda alpha, k: (1 - alpha**k) / (1 - alpha), "divided by zero"),
+        (lambda alpha, k: (1 - np.float64(alpha) ** k) / (1 - np.float64(alpha)), "division by zero"),
+        (lambda alpha, k: float(k), "Hint"),
+        (lambda alpha, k: None, "not a number"),
+    ],
+)
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_expected_tokens_without_bonus_rejects_wrong_answers(wrong, hint):
+    with pytest.raises(ExerciseError, match=hint):
+        check_expected_tokens_without_bonus(wrong)
+
+
+def test_expected_tokens_without_bonus_stub_message():
+    with pytest.raises(ExerciseError, match="still raises NotImplementedError"):
+        check_expected_tokens_without_bonus(stub)
+
+
+# --- ex-06-1: wall-clock speed-up --------------------------------------------------------------
+
+def test_speedup_accepts_correct_answer(capsys):
+    check_speedup(lambda alpha, k, c: sum(alpha**i for i in range(k + 1)) / (k * c + 1))
+    assert "\u2714" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "wrong, hint",
+    [
+        (lambda alpha, k, c: sum(alpha**i for i in range(k + 1)), "tokens per pass"),
+        (lambda alpha, k, c: (1 - alpha ** (k + 1)) / ((1 - alpha) * (k * c + 1)), "divided by zero"),
+        (lambda alpha, k, c: sum(alpha**i for i in range(k + 1)) / (c + 1), "off"),
+        (lambda alpha, k, c: sum(alpha**i for i in range(k)) / (k * c + 1), "off"),
+    ],
+)
+def test_speedup_rejects_wrong_answers(wrong, hint):
+    with pytest.raises(ExerciseError, match=hint):
+        check_speedup(wrong)
+
+
+def test_speedup_stub_message():
+    with pytest.raises(ExerciseError, match="still raises NotImplementedError"):
+        check_speedup(stub)
