@@ -10,8 +10,8 @@ Two *domains*, both read from the running Python installation:
     The source of a fixed list of pure-Python standard-library modules
     (:data:`CODE_FILES`), read from the directory that ``sysconfig`` reports.
 
-A *document* is one section of a help topic, or one source file.  The split into training and held-out text is by
-whole documents and deterministic: with ``heldout_fraction = 0.1`` every 10th document is
+A *document* is one section of a help topic, or one source file.  The split into training
+and held-out text is by whole documents and deterministic: with ``heldout_fraction = 0.1`` every 10th document is
 held out.  Nothing is shuffled, so the same Python gives the same corpus every time
 (another Python version ships slightly different text, hence slightly different numbers).
 

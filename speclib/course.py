@@ -1,0 +1,115 @@
+"""The book's exercises as data, for the instructor page and the classroom tests.
+
+Every exercise in a chapter notebook is a sphinx-exercise ``{exercise}`` directive whose body
+ends with one line of metadata::
+
+    *Goal:* <learning goal>. *Time:* ~<N> min. *Kind:* <computation|derivation|find-the-bug|code>.
+
+:func:`book_exercises` reads them in table-of-contents order, so the instructor page can
+never disagree with the chapters.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+KINDS = ("computation", "derivation", "find-the-bug", "code")
+
+_EXERCISE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{exercise(?:-start)?\}[ \t]*(?P<title>[^\n]*)\n(?P<body>.*?)^(?P=fence)[ \t]*$",
+                       re.M | re.S)
+_LABEL = re.compile(r"^:label:\s*(\S+)", re.M)
+_META = re.compile(r"\*Goal:\*\s*(?P<goal>.+?)\s*\*Time:\*\s*~?\s*(?P<minutes>\d+)\s*min\.?\s*"
+                   r"\*Kind:\*\s*(?P<kind>[\w-]+)")
+_TITLE = re.compile(r"^#\s+(.+)$", re.M)
+
+
+class Exercise(NamedTuple):
+    """One exercise: where it is, what it asks, and what its metadata line says."""
+
+    chapter: str  #: the notebook's path relative to the book root, without suffix
+    chapter_title: str
+    label: str
+    title: str
+    goal: str | None  #: None when the metadata line is missing
+    minutes: int | None
+    kind: str | None
+
+
+def _markdown(nb_path: Path) -> str:
+    nb = json.loads(Path(nb_path).read_text(encoding="utf-8"))
+    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+
+def notebook_exercises(nb_path: Path, chapter: str | None = None) -> list[Exercise]:
+    """The exercises of one notebook, in order.
+
+    Raises
+    ------
+    ValueError
+        If an exercise has no ``:label:`` or its metadata names an unknown kind.
+    """
+    text = _markdown(nb_path)
+    heading = _TITLE.search(text)
+    chapter = chapter or Path(nb_path).stem
+    title = heading.group(1).strip() if heading else chapter
+    out = []
+    for match in _EXERCISE.finditer(text):
+        body = match.group("body")
+        label = _LABEL.search(body)
+        if label is None:
+            raise ValueError(f"{nb_path}: exercise {match.group('title')!r} has no :label:")
+        meta = _META.search(body)
+        kind = meta.group("kind") if meta else None
+        if kind is not None and kind not in KINDS:
+            raise ValueError(f"{nb_path}: exercise {label.group(1)} has kind {kind!r}; expected one of {KINDS}")
+        out.append(Exercise(
+            chapter, title, label.group(1), match.group("title").strip(),
+            meta.group("goal").rstrip(".") if meta else None,
+            int(meta.group("minutes")) if meta else None,
+            kind,
+        ))
+    return out
+
+
+def toc_chapters(root: Path) -> list[str]:
+    """Chapter files named in ``root/_toc.yml``, in order (without suffix)."""
+    import yaml
+
+    toc = yaml.safe_load((Path(root) / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc.get("parts", [{"chapters": toc.get("chapters", [])}]):
+        for chapter in part.get("chapters", []):
+            files.append(chapter["file"])
+            files += [s["file"] for s in chapter.get("sections", [])]
+    return files
+
+
+def book_exercises(root: Path) -> list[Exercise]:
+    """Every exercise of every notebook chapter in the table of contents, in reading order."""
+    root = Path(root)
+    out = []
+    for name in toc_chapters(root):
+        path = root / f"{name}.ipynb"
+        if path.exists():
+            out += notebook_exercises(path, chapter=name)
+    return out
+
+
+def instructor_table(exercises: list[Exercise]) -> str:
+    """A Markdown table per chapter: label, title, kind, goal and estimated time."""
+    lines: list[str] = []
+    chapter = None
+    for ex in exercises:
+        if ex.chapter != chapter:
+            chapter = ex.chapter
+            mine = [e for e in exercises if e.chapter == chapter]
+            total = sum(e.minutes or 0 for e in mine)
+            lines += ["", f"**{ex.chapter_title}** ({len(mine)} exercises, about {total} min)", "",
+                      "| exercise | kind | learning goal | time |", "| --- | --- | --- | --- |"]
+        goal = ex.goal or "(no goal given)"
+        time = f"~{ex.minutes} min" if ex.minutes else "?"
+        lines.append(f"| {ex.title} (`{ex.label}`) | {ex.kind or '?'} | {goal} | {time} |")
+    return "\n".join(lines).strip()

@@ -1,0 +1,372 @@
+"""What happened inside a speculative generation: a trace, its statistics, and coloured text.
+
+:func:`trace_generation` runs :func:`speclib.decoding.speculative_generate` unchanged, with
+a verifier that records every block it judges: how many drafts were proposed and kept,
+and the acceptance probability ``beta = sum_x min(p(x), q(x))`` at each position the
+target verified.  From that record:
+
+* every new token gets a *kind*: ``"accepted"`` (a draft the target kept),
+  ``"corrected"`` (drawn from the residual after a rejection) or ``"bonus"`` (the free
+  token after a block with no rejection);
+* :func:`acceptance_by_position` gives the acceptance rate at draft position 1, 2, ..., k
+  of a block.  If acceptances were independent with one rate alpha, the curve would be flat;
+  a rising curve means that a block which survived its first drafts is in an easier stretch
+  of text (correct runs cluster);
+* :func:`to_ansi` and :func:`to_html` colour the text by kind, for a terminal and for a
+  notebook.
+
+The text-side statistics need no generation: :func:`acceptance_probabilities` computes
+``beta`` at every position of a text, :func:`implied_acceptance_correlation` the
+correlation between successive acceptances that those betas imply, and
+:func:`expected_tokens_along_text` and :func:`expected_tokens_renewal` the tokens per pass to
+expect when each block's drafts meet the betas of consecutive positions instead of one
+constant alpha (a block may start anywhere, or only where the previous block stopped).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ._validate import as_generator, as_int, as_probability_array, as_tokens
+from .decoding import GenerationStats, _check_model, speculative_generate
+from .sampling import Verification, verify
+
+ACCEPTED, CORRECTED, BONUS = "accepted", "corrected", "bonus"
+KINDS = (ACCEPTED, CORRECTED, BONUS)
+
+
+@dataclass
+class Block:
+    """One speculative step as the verifier saw it."""
+
+    k: int  #: drafts proposed in this step
+    n_accepted: int  #: drafts kept
+    beta: np.ndarray  #: sum min(p, q) at each verified position (n_accepted + 1, or k if all kept)
+
+    @property
+    def outcomes(self) -> np.ndarray:
+        """1 for each accepted draft, then 0 for the rejected one (if any)."""
+        return (np.arange(self.beta.size) < self.n_accepted).astype(int)
+
+
+@dataclass
+class Trace:
+    """The record of one speculative generation (see :func:`trace_generation`)."""
+
+    prompt: np.ndarray
+    tokens: np.ndarray  #: the new tokens
+    kinds: list[str]  #: the kind of each new token
+    blocks: list[Block]
+    k: int
+    stats: GenerationStats = field(repr=False)
+
+
+def _check_trace(trace: object) -> Trace:
+    if not isinstance(trace, Trace):
+        raise TypeError(f"trace: expected a Trace from trace_generation, got {type(trace).__name__}")
+    return trace
+
+
+class _Recorder:
+    """A verifier that calls :func:`speclib.sampling.verify` and remembers each block."""
+
+    def __init__(self, progress: Callable[[int], None] | None) -> None:
+        self.blocks: list[Block] = []
+        self.emitted = 0
+        self.progress = progress
+
+    def __call__(self, draft_tokens, p_draft, q_target, rng, **kwargs) -> Verification:
+        out = verify(draft_tokens, p_draft, q_target, rng, **kwargs)
+        k = len(draft_tokens)
+        judged = min(out.n_accepted + 1, k)
+        beta = np.minimum(p_draft[:judged], q_target[:judged]).sum(axis=1)
+        self.blocks.append(Block(k, out.n_accepted, beta))
+        self.emitted += len(out.tokens)
+        if self.progress is not None:
+            self.progress(self.emitted)
+        return out
+
+
+def trace_generation(
+    target: Callable,
+    draft: Callable,
+    prompt: np.ndarray,
+    max_new_tokens: int,
+    k: int,
+    rng: np.random.Generator | int,
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> Trace:
+    """Speculative generation, recording what the verifier did at every block.
+
+    The tokens are exactly those :func:`speclib.decoding.speculative_generate` returns for
+    the same arguments and ``rng`` (it is what runs).
+
+    Parameters
+    ----------
+    target, draft, prompt, max_new_tokens, k, rng :
+        As in :func:`speclib.decoding.speculative_generate`.
+    progress : callable, optional
+        Called after each block with the number of tokens emitted so far (it may exceed
+        ``max_new_tokens`` at the last block).
+
+    Returns
+    -------
+    Trace
+
+    Examples
+    --------
+    >>> from speclib.models import markov_pair
+    >>> target, draft = markov_pair(vocab_size=8, draft_noise=0.3, seed=0)
+    >>> trace = trace_generation(target, draft, [0], 12, k=3, rng=0)
+    >>> len(trace.tokens) == len(trace.kinds) == 12
+    True
+    >>> sorted(set(trace.kinds)) <= sorted(KINDS)
+    True
+    """
+    vocab = _check_model(target, "target")
+    prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
+    k = as_int(k, "k", minimum=1)
+    rng = as_generator(rng)
+    recorder = _Recorder(progress)
+    tokens, stats = speculative_generate(target, draft, prompt, max_new_tokens, k, rng, verifier=recorder)
+    kinds: list[str] = []
+    for block in recorder.blocks:
+        kinds += [ACCEPTED] * block.n_accepted + [BONUS if block.n_accepted == block.k else CORRECTED]
+    return Trace(prompt, tokens, kinds[: tokens.size], recorder.blocks, k, stats)
+
+
+# ------------------------------------------------------------------------------ statistics
+def acceptance_by_position(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Acceptance rate at each draft position of a block, and how many drafts it rests on.
+
+    Position ``j`` (1-based) is judged only when drafts ``1 .. j-1`` were kept, so entry
+    ``j - 1`` estimates ``P(accept draft j | drafts before it accepted)``.  Only blocks of
+    the full length ``trace.k`` count (the last block may be shorter).
+
+    Returns
+    -------
+    rate : ndarray of shape (k,)
+        NaN where no draft was judged at that position.
+    n_judged : ndarray of int, shape (k,)
+    """
+    if not isinstance(trace, Trace):
+        raise TypeError(f"trace: expected a Trace from trace_generation, got {type(trace).__name__}")
+    accepted = np.zeros(trace.k)
+    judged = np.zeros(trace.k, dtype=int)
+    for block in trace.blocks:
+        if block.k == trace.k:
+            outcomes = block.outcomes
+            judged[: outcomes.size] += 1
+            accepted[: outcomes.size] += outcomes
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(judged > 0, accepted / np.maximum(judged, 1), np.nan)
+    return rate, judged
+
+
+def verified_betas(trace: Trace) -> np.ndarray:
+    """``beta`` at every position the target verified, in order."""
+    if not isinstance(trace, Trace):
+        raise TypeError(f"trace: expected a Trace from trace_generation, got {type(trace).__name__}")
+    return np.concatenate([b.beta for b in trace.blocks]) if trace.blocks else np.zeros(0)
+
+
+def acceptance_probabilities(target: Callable, draft: Callable, tokens: np.ndarray) -> np.ndarray:
+    """``beta_t = sum_x min(p(x | tokens[:t+1]), q(x | tokens[:t+1]))`` at every position of a text.
+
+    ``beta_t`` is the probability that a token drafted after ``tokens[: t + 1]`` is accepted.
+
+    Examples
+    --------
+    >>> from speclib.models import markov_pair
+    >>> target, draft = markov_pair(vocab_size=4, draft_noise=0.0, seed=0)
+    >>> acceptance_probabilities(target, draft, [0, 1, 2]).round(6)
+    array([1., 1., 1.])
+    """
+    vocab = _check_model(target, "target")
+    if _check_model(draft, "draft") != vocab:
+        raise ValueError("draft: vocabulary differs from the target's")
+    tokens = as_tokens(tokens, "tokens", vocab)
+    return np.minimum(np.asarray(draft(tokens)), np.asarray(target(tokens))).sum(axis=1)
+
+
+def trace_betas(target: Callable, draft: Callable, trace: Trace) -> np.ndarray:
+    """``beta`` at every new position of a trace: the acceptance probability of a draft made there.
+
+    Entry ``t`` is computed after ``prompt + tokens[:t]``; the betas of the positions the
+    target verified are among them (:func:`verified_betas`).
+    """
+    trace = _check_trace(trace)
+    full = np.concatenate([trace.prompt, trace.tokens])
+    return acceptance_probabilities(target, draft, full)[trace.prompt.size - 1: -1]
+
+
+def pooled_acceptance(target: Callable, draft: Callable, prompts: list, max_new_tokens: int, k: int,
+                      seed: int = 0) -> float:
+    """Accepted / verified drafts, pooled over one speculative generation per prompt.
+
+    Generation ``i`` uses the seed ``seed + i``.
+
+    Many short generations from different prompts measure acceptance over varied contexts,
+    where one long generation could drift into a single region (a greedy loop, say).
+    """
+    accepted = verified = 0
+    for i, prompt in enumerate(prompts):
+        stats = trace_generation(target, draft, prompt, max_new_tokens, k, seed + i).stats
+        accepted += stats.accepted
+        verified += stats.draft_verified
+    if verified == 0:
+        raise ValueError("prompts: no draft was verified (give at least one prompt and max_new_tokens >= 1)")
+    return accepted / verified
+
+
+def implied_acceptance_correlation(beta: np.ndarray, lag: int = 1) -> float:
+    """Correlation between the acceptances of drafts ``lag`` positions apart that ``beta`` implies.
+
+    With acceptance at position ``t`` a coin of probability ``beta_t`` (coins independent
+    given the betas), ``corr(a_t, a_{t+lag}) = cov(beta_t, beta_{t+lag}) / (alpha (1 - alpha))``
+    with ``alpha`` the mean beta.  Zero when beta is the same everywhere (the article's
+    setting); positive when easy and hard contexts come in stretches.
+
+    Examples
+    --------
+    >>> implied_acceptance_correlation([0.5] * 10)
+    0.0
+    >>> implied_acceptance_correlation([1, 1, 0, 0] * 50) > 0
+    True
+    """
+    beta = as_probability_array(beta, "beta")
+    lag = as_int(lag, "lag", minimum=1)
+    if beta.ndim != 1 or beta.size <= lag + 1:
+        raise ValueError(f"beta: expected a 1-D sequence longer than lag + 1 = {lag + 1}, "
+                         f"got shape {beta.shape}")
+    alpha = float(beta.mean())
+    if alpha in (0.0, 1.0):
+        return 0.0
+    a, b = beta[:-lag], beta[lag:]
+    cov = float(np.mean((a - a.mean()) * (b - b.mean())))
+    return cov / (alpha * (1.0 - alpha))
+
+
+def expected_tokens_along_text(beta: np.ndarray, k: int) -> float:
+    """Mean tokens per pass when a block starting at ``t`` meets ``beta_t, beta_{t+1}, ...``.
+
+    A block starting at position ``t`` emits ``1 + beta_t + beta_t beta_{t+1} + ... +
+    beta_t ... beta_{t+k-1}`` tokens on average.  With one constant beta this is the
+    independence formula ``(1 - alpha**(k+1)) / (1 - alpha)``; with betas that vary along
+    the text it is the average over every starting position.
+
+    Examples
+    --------
+    >>> expected_tokens_along_text([0.5] * 20, k=2)
+    1.75
+    """
+    beta = as_probability_array(beta, "beta")
+    k = as_int(k, "k", minimum=1)
+    if beta.ndim != 1 or beta.size < k:
+        raise ValueError(f"beta: expected a 1-D sequence of at least k = {k} values, got shape {beta.shape}")
+    starts = beta.size - k + 1
+    total = np.ones(starts)
+    run = np.ones(starts)
+    for j in range(k):
+        run = run * beta[j: j + starts]
+        total += run
+    return float(total.mean())
+
+
+def expected_tokens_renewal(beta: np.ndarray, k: int) -> float:
+    """Tokens per pass when blocks tile the text one after another, each meeting the local betas.
+
+    The first block starts at position 0; a block starting at ``t`` accepts its ``j``-th
+    draft with probability ``beta_{t+j}`` (coins independent given the betas), so it ends
+    at the first rejection, at ``t + j``, or after its bonus token, at ``t + k``; the next
+    block starts right after.  Unlike :func:`expected_tokens_along_text`, which starts a
+    block at every position alike, this puts block starts where decoding puts them: just
+    after the previous block's rejection.  Computed exactly by dynamic programming over
+    the expected number of blocks ``B(t)`` needed from position ``t`` to the end.
+
+    Returns
+    -------
+    float
+        ``len(beta) / B(0)``.
+
+    Examples
+    --------
+    >>> round(expected_tokens_renewal([0.5] * 10_000, k=2), 3)    # (1 - 0.5**3) / 0.5 = 1.75
+    1.75
+    """
+    beta = as_probability_array(beta, "beta")
+    k = as_int(k, "k", minimum=1)
+    if beta.ndim != 1 or beta.size == 0:
+        raise ValueError(f"beta: expected a non-empty 1-D sequence, got shape {beta.shape}")
+    n = beta.size
+    b = beta.tolist() + [1.0] * k  # past the end nothing is left to cover
+    blocks = [0.0] * (n + k + 2)  # blocks[t]: expected blocks to cover positions t .. n-1
+    for t in range(n - 1, -1, -1):  # plain floats: this loop is the whole cost
+        expected, survive = 1.0, 1.0
+        for j in range(k):
+            expected += survive * (1.0 - b[t + j]) * blocks[min(t + j + 1, n)]  # rejected at draft j
+            survive *= b[t + j]
+        blocks[t] = expected + survive * blocks[min(t + k + 1, n)]  # all kept, then the bonus
+    return float(n / blocks[0])
+
+
+# ------------------------------------------------------------------------------- rendering
+#: ANSI styles: accepted drafts green, corrections white on red, bonus tokens white on blue.
+ANSI_STYLES = {ACCEPTED: "\033[32m", CORRECTED: "\033[1;37;41m", BONUS: "\033[1;37;44m"}
+ANSI_RESET = "\033[0m"
+#: Background colours of the HTML rendering (colour-blind-safe pairs of light tints).
+HTML_COLOURS = {ACCEPTED: "#c6e9c3", CORRECTED: "#f7c0b0", BONUS: "#b9d3f0"}
+
+
+def _runs(trace: Trace, vocab) -> list[tuple[str, str]]:
+    """``(kind, text)`` runs of the new tokens; a newline that is not accepted shows as "↵"."""
+    runs: list[tuple[str, str]] = []
+    for token, kind in zip(vocab.decode(trace.tokens), trace.kinds):
+        text = "\u21b5\n" if token == "\n" and kind != ACCEPTED else token
+        if runs and runs[-1][0] == kind:
+            runs[-1] = (kind, runs[-1][1] + text)
+        else:
+            runs.append((kind, text))
+    return runs
+
+
+def to_ansi(trace: Trace, vocab, color: bool = True) -> str:
+    """The prompt and the new text, coloured by kind with ANSI escapes (plain if ``color`` is False).
+
+    ``vocab`` turns ids into text (:func:`speclib.corpora.shared_vocabulary`).  Colours
+    never span a line break, so the text pages and copies cleanly.
+    """
+    trace = _check_trace(trace)
+    prompt = vocab.decode(trace.prompt)
+    if not color:
+        return prompt + vocab.decode(trace.tokens)
+    out = [prompt]
+    for kind, text in _runs(trace, vocab):
+        lines = text.split("\n")
+        out.append("\n".join(f"{ANSI_STYLES[kind]}{line}{ANSI_RESET}" if line else "" for line in lines))
+    return "".join(out)
+
+
+def ansi_legend() -> str:
+    """One line that explains the terminal colours."""
+    return "  ".join(f"{ANSI_STYLES[k]}{k}{ANSI_RESET}" for k in KINDS)
+
+
+def to_html(trace: Trace, vocab) -> str:
+    """The prompt and the new text as an HTML ``<pre>`` block, new tokens shaded by kind.
+
+    Display it in a notebook with ``IPython.display.HTML``.  The prompt is shown in bold.
+    """
+    trace = _check_trace(trace)
+    spans = [f"<b>{html.escape(vocab.decode(trace.prompt))}</b>"]
+    for kind, text in _runs(trace, vocab):
+        spans.append(f'<span class="spec-{kind}" style="background:{HTML_COLOURS[kind]}" '
+                     f'title="{kind}">{html.escape(text)}</span>')
+    legend = " ".join(f'<span style="background:{HTML_COLOURS[k]};padding:0 0.4em">{k}</span>' for k in KINDS)
+    return (f'<div class="spec-trace"><div style="font-size:90%">{legend}</div>'
+            f'<pre style="white-space:pre-wrap;line-height:1.35">{"".join(spans)}</pre></div>')

@@ -1,0 +1,152 @@
+"""The command line, run the way a user runs it: ``python -m speclib generate ...`` in a subprocess."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from speclib import __main__ as cli
+from speclib.corpora import shared_vocabulary
+from speclib.ngram import ngram_pair
+from speclib.warping import greedy_generate
+
+ROOT = Path(__file__).resolve().parents[1]
+ANSI = re.compile(r"\033\[[0-9;]*m")
+
+
+def run(*args, env=None, cwd=ROOT):
+    full_env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "speclib", *args], capture_output=True, text=True,
+                          env=full_env, cwd=cwd, timeout=120)
+
+
+def statistics(stdout):
+    """The numbers of the statistics block, by name."""
+    found = dict(re.findall(r"^  (new tokens|target passes|draft passes|tokens per target pass|acceptance)"
+                            r"\s+([0-9.]+)", stdout, re.M))
+    return {name: float(value) for name, value in found.items()}
+
+
+def test_help_reads_well():
+    out = run("generate", "--help")
+    assert out.returncode == 0
+    for option in ("--domain", "--pair", "--k", "--prompt", "--new-tokens", "--temperature", "--greedy",
+                   "--seed"):
+        assert option in out.stdout
+    assert "green" in out.stdout and "examples:" in out.stdout
+    assert max(len(line) for line in out.stdout.splitlines()) <= 100
+    assert "generate" in run("--help").stdout
+
+
+def test_generate_prints_plain_text_and_statistics_when_piped():
+    out = run("generate", "--domain", "code", "--k", "4", "--prompt", "def ", "--new-tokens", "120",
+              "--temperature", "1.0", "--seed", "0")
+    assert out.returncode == 0, out.stderr
+    assert not ANSI.search(out.stdout) and not ANSI.search(out.stderr)
+    assert out.stdout.startswith("def ")
+    stats = statistics(out.stdout)
+    assert stats["new tokens"] == 120
+    assert stats["draft passes"] <= 4 * stats["target passes"]
+    assert stats["tokens per target pass"] == pytest.approx(120 / stats["target passes"], abs=0.006)
+    assert 0 <= stats["acceptance"] <= 1
+    assert "[" not in out.stderr  # no progress bar when stderr is not a terminal
+
+
+def test_generated_text_is_what_the_library_generates():
+    out = run("generate", "--domain", "prose", "--prompt", "The ", "--new-tokens", "80", "--seed", "3")
+    from speclib.render import trace_generation
+
+    vocab = shared_vocabulary()
+    target, draft = ngram_pair("prose")
+    trace = trace_generation(target, draft, vocab.encode("The "), 80, 4, 3)
+    assert out.stdout.startswith("The " + vocab.decode(trace.tokens) + "\n")
+    assert run("generate", "--new-tokens", "80", "--seed", "3").stdout == out.stdout  # the defaults
+    assert run("generate", "--new-tokens", "80", "--seed", "4").stdout != out.stdout
+
+
+def test_greedy_output_is_the_target_greedy_text():
+    out = run("generate", "--domain", "code", "--greedy", "--prompt", "import ", "--new-tokens", "60")
+    assert out.returncode == 0, out.stderr
+    vocab = shared_vocabulary()
+    target, _ = ngram_pair("code")
+    tokens, _ = greedy_generate(target, vocab.encode("import "), 60)
+    assert out.stdout.startswith("import " + vocab.decode(tokens) + "\n")
+    assert "temperature 0" in out.stdout
+    assert run("generate", "--domain", "code", "--temperature", "0", "--prompt", "import ",
+               "--new-tokens", "60").stdout == out.stdout
+
+
+def test_color_always_and_never():
+    colored = run("generate", "--new-tokens", "60", "--color", "always").stdout
+    assert ANSI.search(colored) and "accepted" in colored and "bonus" in colored
+    plain_text = run("generate", "--new-tokens", "60").stdout.split("\n\n")[0]
+    assert ANSI.sub("", colored).replace("\u21b5", "").startswith(plain_text)
+    assert not ANSI.search(run("generate", "--new-tokens", "60", "--color", "never").stdout)
+
+
+def test_auto_color_follows_the_terminal_and_no_color(monkeypatch, capsys):
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert cli.main(["generate", "--new-tokens", "30"]) == 0
+    assert ANSI.search(capsys.readouterr().out)
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert cli.main(["generate", "--new-tokens", "30"]) == 0
+    assert not ANSI.search(capsys.readouterr().out)
+
+
+def test_progress_bar_only_on_a_terminal(monkeypatch, capsys):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert cli.main(["generate", "--new-tokens", "40"]) == 0
+    err = capsys.readouterr().err
+    assert "40/40 tokens" in err and err.endswith("\r\033[K")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--k", "0"], "argument --k: must be at least 1"),
+    (["--k", "four"], "argument --k: invalid int value"),
+    (["--new-tokens", "-5"], "argument --new-tokens"),
+    (["--temperature", "-1"], "argument --temperature"),
+    (["--temperature", "nan"], "argument --temperature"),
+    (["--greedy", "--temperature", "0.7"], "argument --greedy: contradicts"),
+    (["--domain", "poetry"], "argument --domain: invalid choice"),
+    (["--pair", "gpt"], "argument --pair: invalid choice"),
+    (["--prompt", ""], "argument --prompt"),
+    (["--seed", "-1"], "argument --seed"),
+])
+def test_bad_options_give_one_line_and_exit_code_2(args, message):
+    out = run("generate", *args)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith("python -m speclib generate: error: " + message)
+
+
+def test_unknown_prompt_characters_are_reported():
+    out = run("generate", "--prompt", "caf\u00e9 ", "--new-tokens", "10")
+    assert out.returncode == 0 and "outside the vocabulary" in out.stderr
+
+
+def test_works_from_a_fresh_copy_outside_the_repository(tmp_path):
+    """The package alone, away from the repository, needs nothing but Python's own files."""
+    site = tmp_path / "site"
+    shutil.copytree(ROOT / "speclib", site / "speclib", ignore=shutil.ignore_patterns("__pycache__"))
+    out = run("generate", "--domain", "code", "--new-tokens", "30", env={"PYTHONPATH": str(site)},
+              cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert statistics(out.stdout)["new tokens"] == 30
+    where = subprocess.run([sys.executable, "-c", "import speclib; print(speclib.__file__)"],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(site)},
+                           cwd=tmp_path).stdout
+    assert where.startswith(str(site))
+
+
+def test_pairs_registry_loads_a_pair_per_domain():
+    for name, pair in cli.PAIRS.items():
+        for domain in ("prose", "code"):
+            target, draft = pair.load(domain)
+            assert target.vocab_size == draft.vocab_size == shared_vocabulary().size

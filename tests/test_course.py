@@ -1,0 +1,63 @@
+"""The classroom contract: every chapter has at least three exercises, each with a goal,
+a time and a kind, at least one code stub and one find-the-bug task; labels are unique."""
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from speclib.course import book_exercises, instructor_table, notebook_exercises
+
+ROOT = Path(__file__).resolve().parents[1]
+EXERCISES = book_exercises(ROOT)
+CHAPTERS = sorted({e.chapter for e in EXERCISES})
+
+
+def test_labels_are_unique():
+    counts = Counter(e.label for e in EXERCISES)
+    assert [label for label, n in counts.items() if n > 1] == []
+
+
+def test_every_exercise_has_goal_time_and_kind():
+    missing = [f"{e.chapter}: {e.label}" for e in EXERCISES if None in (e.goal, e.minutes, e.kind)]
+    assert missing == [], "exercises without a '*Goal:* ... *Time:* ~N min. *Kind:* ...' line"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_each_chapter_mixes_at_least_three_exercises(chapter):
+    mine = [e for e in EXERCISES if e.chapter == chapter]
+    kinds = {e.kind for e in mine}
+    assert len(mine) >= 3, f"{chapter}: {len(mine)} exercises"
+    assert "code" in kinds, f"{chapter}: no code exercise (a stub the student completes)"
+    assert "find-the-bug" in kinds, f"{chapter}: no find-the-bug exercise"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_code_exercises_have_a_stub_that_raises(chapter):
+    nb = json.loads((ROOT / f"{chapter}.ipynb").read_text(encoding="utf-8"))
+    stubs = [c for c in nb["cells"] if c["cell_type"] == "code" and "NotImplementedError" in "".join(c["source"])
+             and "raises-exception" in c.get("metadata", {}).get("tags", [])]
+    n_code = sum(e.kind == "code" for e in EXERCISES if e.chapter == chapter)
+    assert len(stubs) >= n_code, f"{chapter}: {n_code} code exercises but {len(stubs)} tagged stubs"
+
+
+def test_parser_reads_metadata(tmp_path):
+    cell = {"cell_type": "markdown", "metadata": {}, "source": (
+        "# Chapter X\n\n```{exercise} Count\n:label: ex-x-1\nDo it.\n\n"
+        "*Goal:* count passes. *Time:* ~5 min. *Kind:* code.\n```\n")}
+    path = tmp_path / "x.ipynb"
+    path.write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    (ex,) = notebook_exercises(path)
+    assert (ex.chapter_title, ex.label, ex.title, ex.goal, ex.minutes, ex.kind) == (
+        "Chapter X", "ex-x-1", "Count", "count passes", 5, "code")
+    assert "| Count (`ex-x-1`) | code | count passes | ~5 min |" in instructor_table([ex])
+
+
+def test_parser_rejects_unknown_kind(tmp_path):
+    cell = {"cell_type": "markdown", "metadata": {}, "source": (
+        "```{exercise} Q\n:label: ex-q\n*Goal:* g. *Time:* ~5 min. *Kind:* essay.\n```\n")}
+    path = tmp_path / "q.ipynb"
+    path.write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    with pytest.raises(ValueError, match="kind 'essay'"):
+        notebook_exercises(path)
