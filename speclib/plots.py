@@ -267,10 +267,11 @@ def plot_acceptance_by_position(rate, n_judged, ax=None, label=None, color=None,
 
 # --- Chapters 10-11: sampling controls, the bug zoo (helper zoo) --------------------------
 
-def plot_sampling_controls(view, ax=None):
+def plot_sampling_controls(view, ax=None, legend=True):
     """Target and draft rows after the sampling controls, with the raw target row outlined.
 
-    ``view`` is a :class:`speclib.widgets.SamplingControlsView`.
+    ``view`` is a :class:`speclib.widgets.SamplingControlsView`; ``legend=False`` leaves the
+    legend out (for all but one panel of a row of them).
     """
     import numpy as np
 
@@ -283,8 +284,9 @@ def plot_sampling_controls(view, ax=None):
     ax.set_xlabel("token id")
     ax.set_ylabel("probability")
     ax.set_ylim(0, 1.05)
-    ax.set_title(f"{view.label}: acceptance {view.alpha:.2f} (raw {view.alpha_raw:.2f})", fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title(f"{view.label}\nacceptance {view.alpha:.2f} (raw pair {view.alpha_raw:.2f})", fontsize=10)
+    if legend:
+        ax.legend(fontsize=8, loc="upper left")
     return ax
 
 
@@ -360,7 +362,7 @@ def plot_controller_bars(view, ax=None):
     return ax
 
 
-def plot_controller_comparison(comparison, ax=None, title="Speed-up of each controller"):
+def plot_controller_comparison(comparison, ax=None, title="Speed-up of each controller", legend=True):
     """Lines: speed-up against the cost ratio ``c``, one per controller; the oracle dashed.
 
     ``comparison`` is a :class:`speclib.adaptive.Comparison`; with several runs, a shaded band
@@ -379,7 +381,8 @@ def plot_controller_comparison(comparison, ax=None, title="Speed-up of each cont
     ax.set_xlabel("cost ratio c (draft pass / target pass)")
     ax.set_ylabel("speed-up over plain decoding")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7)
+    if legend:
+        ax.legend(fontsize=7)
     return ax
 
 

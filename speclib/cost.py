@@ -1,0 +1,345 @@
+"""What one forward pass costs, as a function of how many tokens it processes at once.
+
+Speculative decoding rests on one physical fact: a large model's forward pass over a few
+tokens costs about as much as over one, because the time goes into reading the weights
+from memory, and the weights are read once per pass whatever the number of tokens.  This
+module measures that on the machine at hand, with a stack of dense layers in numpy:
+
+* :func:`layer_stack` builds seeded weights (make them larger than the processor's caches,
+  see :func:`largest_cache_bytes`, so that every pass must stream them from main memory);
+* :func:`forward_pass` pushes ``n`` token vectors through the stack, one matrix product per
+  layer, as a transformer's dense layers do;
+* :func:`measure_pass_times` times passes over 1, 2, 4, ... tokens, interleaving the sizes
+  so that a slow moment of the machine hurts all of them alike, and keeps every repeat;
+* :func:`fit_pass_cost` summarises the medians as ``fixed + per_token * n``: the fixed part
+  is reading the weights, the per-token part the arithmetic.  Their ratio, the
+  *crossover* ``n*``, says where the fact stops holding: below it, extra tokens are nearly
+  free; well above it, the cost grows in proportion to the tokens;
+* :func:`predicted_pass_time` is the same model written with hardware quantities (bytes of
+  weights over memory bandwidth, plus arithmetic over throughput), for other machines.
+
+:class:`CountingModel` wraps any model of :mod:`speclib.models` and counts its calls, the
+number that plain decoding spends one of per token.
+
+Timings vary from run to run and machine to machine; nothing in the tests asserts one.
+On a shared machine, pin the BLAS library to one thread (``OPENBLAS_NUM_THREADS=1`` before
+numpy is imported) or the timings mostly measure thread scheduling.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable, NamedTuple, Sequence
+
+import numpy as np
+
+from ._validate import as_generator, as_int, as_real, as_tokens
+
+
+def layer_stack(d_model: int, n_layers: int, rng: np.random.Generator | int,
+                dtype: type = np.float64) -> list[np.ndarray]:
+    """Seeded weights of ``n_layers`` dense layers of size ``d_model x d_model``.
+
+    Entries are standard normal scaled by ``1 / sqrt(d_model)`` so activations neither
+    blow up nor vanish through the stack.  ``n_layers * d_model**2`` numbers in all, 8 bytes
+    each in float64 (the default: numpy's float64 matrix product degrades more gracefully
+    for a handful of rows than its float32 one on common CPUs), 4 in float32.
+
+    Examples
+    --------
+    >>> weights = layer_stack(8, 3, rng=0)
+    >>> len(weights), weights[0].shape, weights[0].dtype
+    (3, (8, 8), dtype('float64'))
+    """
+    d_model = as_int(d_model, "d_model", minimum=1)
+    n_layers = as_int(n_layers, "n_layers", minimum=1)
+    dtype = np.dtype(dtype)
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype: expected float32 or float64, got {dtype}")
+    rng = as_generator(rng)
+    scale = dtype.type(1.0 / np.sqrt(d_model))
+    return [rng.standard_normal((d_model, d_model), dtype=dtype) * scale for _ in range(n_layers)]
+
+
+def stack_bytes(weights: Sequence[np.ndarray]) -> int:
+    """Total size in bytes of the weights (what one pass must read)."""
+    return int(sum(np.asarray(w).nbytes for w in _check_weights(weights)))
+
+
+def stack_params(weights: Sequence[np.ndarray]) -> int:
+    """Total number of weights."""
+    return int(sum(np.asarray(w).size for w in _check_weights(weights)))
+
+
+def _check_weights(weights: Sequence[np.ndarray]) -> list[np.ndarray]:
+    if isinstance(weights, np.ndarray) or not isinstance(weights, (list, tuple)) or not weights:
+        raise TypeError("weights: expected a non-empty list of 2-D arrays (see layer_stack)")
+    d = None
+    for i, w in enumerate(weights):
+        if not isinstance(w, np.ndarray) or w.ndim != 2 or w.shape[0] != w.shape[1]:
+            raise ValueError(f"weights: layer {i} must be a square 2-D array, got "
+                             f"{getattr(w, 'shape', type(w).__name__)}")
+        if d is not None and w.shape[0] != d:
+            raise ValueError(f"weights: layer {i} has size {w.shape[0]}, layer 0 has {d}")
+        d = w.shape[0]
+    return list(weights)
+
+
+def forward_pass(weights: Sequence[np.ndarray], x: np.ndarray) -> np.ndarray:
+    """Push token vectors ``x`` of shape ``(n, d_model)`` through the stack (ReLU between layers).
+
+    Every layer is one matrix product ``(n, d) @ (d, d)``: it reads all ``d * d`` weights
+    once, and does ``2 n d**2`` floating-point operations.
+
+    Examples
+    --------
+    >>> weights = layer_stack(4, 2, rng=0)
+    >>> forward_pass(weights, np.ones((3, 4))).shape
+    (3, 4)
+    """
+    weights = _check_weights(weights)
+    x = np.asarray(x)
+    d = weights[0].shape[0]
+    if x.ndim != 2 or x.shape[1] != d or x.shape[0] < 1:
+        raise ValueError(f"x: expected token vectors of shape (n, {d}) with n >= 1, got {x.shape}")
+    for w in weights:
+        x = np.maximum(x @ w, 0.0)
+    return x
+
+
+class PassTimes(NamedTuple):
+    """Repeated timings of one forward pass at several numbers of tokens."""
+
+    n_tokens: np.ndarray  #: the token counts, increasing, shape (m,)
+    seconds: np.ndarray  #: every timing, shape (repeats, m); column j is n_tokens[j]
+    n_bytes: int  #: size of the weights
+    n_params: int  #: number of weights
+
+    @property
+    def median(self) -> np.ndarray:
+        """Median seconds per pass for each token count."""
+        return np.median(self.seconds, axis=0)
+
+    @property
+    def relative(self) -> np.ndarray:
+        """Median cost relative to the smallest token count (1.0 for that one)."""
+        med = self.median
+        return med / med[0]
+
+
+def measure_pass_times(
+    weights: Sequence[np.ndarray],
+    n_tokens: Sequence[int] = (1, 2, 4, 8, 16),
+    repeats: int = 7,
+    rng: np.random.Generator | int = 0,
+    max_seconds: float | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> PassTimes:
+    """Time :func:`forward_pass` over the stack for each number of tokens.
+
+    Each repeat times every token count once, in a fresh random order, after one untimed
+    warm-up pass per count; report :attr:`PassTimes.median`, which a few slow outliers do
+    not move.
+
+    Parameters
+    ----------
+    weights : list of arrays
+        From :func:`layer_stack`.
+    n_tokens : sequence of int
+        Distinct token counts, each at least 1.
+    repeats : int
+        Timings per token count.
+    rng : numpy.random.Generator or int
+        For the token vectors and the order of the counts.
+    max_seconds : float, optional
+        Stop repeating once this much time has been spent (at least 3 repeats are kept),
+        so a slow machine keeps the measurement short.
+    clock : callable
+        A clock returning seconds (for tests).
+
+    Returns
+    -------
+    PassTimes
+    """
+    weights = _check_weights(weights)
+    counts = [as_int(n, "n_tokens", minimum=1) for n in np.atleast_1d(np.asarray(n_tokens, dtype=object))]
+    if not counts:
+        raise ValueError("n_tokens: expected at least one token count")
+    if len(set(counts)) != len(counts):
+        raise ValueError(f"n_tokens: counts must be distinct, got {counts}")
+    counts = sorted(counts)
+    repeats = as_int(repeats, "repeats", minimum=1)
+    if max_seconds is not None:
+        max_seconds = as_real(max_seconds, "max_seconds", low=0.0)
+    rng = as_generator(rng)
+    d, dtype = weights[0].shape[0], weights[0].dtype
+    xs = [rng.standard_normal((n, d)).astype(dtype) for n in counts]
+    for x in xs:
+        forward_pass(weights, x)  # warm-up: first-touch costs are not part of a pass
+
+    rows, start = [], clock()
+    for r in range(repeats):
+        row = np.empty(len(counts))
+        for j in rng.permutation(len(counts)):
+            t0 = clock()
+            forward_pass(weights, xs[j])
+            row[j] = clock() - t0
+        rows.append(row)
+        if max_seconds is not None and r + 1 >= 3 and clock() - start > max_seconds:
+            break
+    return PassTimes(np.array(counts), np.array(rows), stack_bytes(weights), stack_params(weights))
+
+
+class PassCostFit(NamedTuple):
+    """``seconds(n) ~ fixed + per_token * n``, fitted to measured pass times."""
+
+    fixed: float  #: seconds per pass that do not depend on the tokens (reading the weights)
+    per_token: float  #: extra seconds per token processed (the arithmetic)
+
+    def predict(self, n_tokens: np.ndarray | float) -> np.ndarray | float:
+        """Predicted seconds per pass."""
+        return self.fixed + self.per_token * np.asarray(n_tokens, dtype=float)
+
+    @property
+    def crossover(self) -> float:
+        """Token count at which the per-token part equals the fixed part (inf if it never does)."""
+        return self.fixed / self.per_token if self.per_token > 0 else float("inf")
+
+    def relative(self, n_tokens: np.ndarray | float) -> np.ndarray | float:
+        """Predicted cost of a pass over ``n_tokens`` relative to a pass over one token."""
+        return self.predict(n_tokens) / self.predict(1)
+
+
+def fit_pass_cost(n_tokens: Sequence[int], seconds: Sequence[float]) -> PassCostFit:
+    """Least-squares fit of ``fixed + per_token * n`` to median pass times.
+
+    The fit minimises *relative* errors, so the short passes count as much as the long
+    ones; both coefficients are constrained to be non-negative.
+
+    Examples
+    --------
+    >>> fit = fit_pass_cost([1, 2, 4, 8], [0.011, 0.012, 0.014, 0.018])
+    >>> round(fit.fixed, 4), round(fit.per_token, 4), round(fit.crossover, 1)
+    (0.01, 0.001, 10.0)
+    """
+    n = np.asarray(n_tokens, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    if n.ndim != 1 or t.shape != n.shape:
+        raise ValueError(f"seconds: expected one time per token count, got shapes {n.shape} and {t.shape}")
+    if len(np.unique(n)) < 2:
+        raise ValueError("n_tokens: need at least two distinct token counts to fit a line")
+    if not np.all(np.isfinite(t)) or (t <= 0).any():
+        raise ValueError("seconds: times must be finite and positive")
+    if (n < 1).any():
+        raise ValueError("n_tokens: counts must be at least 1")
+    design = np.column_stack([np.ones_like(n), n]) / t[:, None]
+    (fixed, per_token), *_ = np.linalg.lstsq(design, np.ones_like(n), rcond=None)
+    if fixed < 0 or per_token < 0:
+        # Refit with the offending coefficient pinned at zero (a one-parameter fit).
+        if fixed < 0:
+            fixed, per_token = 0.0, float(np.sum(n / t) / np.sum((n / t) ** 2))
+        else:
+            fixed, per_token = float(np.sum(1 / t) / np.sum(1 / t**2)), 0.0
+    return PassCostFit(float(fixed), float(per_token))
+
+
+def predicted_pass_time(n_tokens: np.ndarray | float, n_params: float, bytes_per_param: float,
+                        bandwidth: float, flops: float) -> np.ndarray | float:
+    """Pass time from hardware quantities: weights over bandwidth, plus arithmetic over throughput.
+
+    ``n_params * bytes_per_param / bandwidth + 2 * n_params * n_tokens / flops``: every
+    weight is read once per pass, and every token costs one multiply-add per weight.  The
+    crossover (the two parts equal) is at ``n* = bytes_per_param * flops / (2 * bandwidth)``,
+    whatever the model's size.
+
+    Parameters
+    ----------
+    n_tokens : float or array
+        Tokens processed at once.
+    n_params : float
+        Number of weights.
+    bytes_per_param : float
+        4 for float32, 2 for float16 / bfloat16.
+    bandwidth : float
+        Memory bandwidth in bytes per second.
+    flops : float
+        Arithmetic throughput in floating-point operations per second.
+
+    Examples
+    --------
+    >>> predicted_pass_time([1, 100], n_params=1e9, bytes_per_param=2, bandwidth=1e12, flops=1e14)
+    array([0.00202, 0.004  ])
+    """
+    n = np.asarray(n_tokens, dtype=float)
+    if (n < 0).any():
+        raise ValueError("n_tokens: must be non-negative")
+    n_params = as_real(n_params, "n_params", low=0.0)
+    bytes_per_param = as_real(bytes_per_param, "bytes_per_param", low=0.0)
+    bandwidth = as_real(bandwidth, "bandwidth", low=1e-300)
+    flops = as_real(flops, "flops", low=1e-300)
+    out = n_params * bytes_per_param / bandwidth + 2.0 * n_params * n / flops
+    return float(out) if out.ndim == 0 else out
+
+
+def largest_cache_bytes(sysfs: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> int | None:
+    """Size in bytes of the largest CPU cache the operating system reports, or None.
+
+    Reads Linux's ``/sys/devices/system/cpu/cpu0/cache/index*/size``; elsewhere (or in a
+    container that hides it) returns None.  Weights larger than this cannot stay in cache
+    between passes.
+    """
+    sizes = []
+    for f in sorted(Path(sysfs).glob("index*/size")):
+        text = f.read_text().strip().upper()
+        units = {"K": 2**10, "M": 2**20, "G": 2**30}
+        try:
+            sizes.append(int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text))
+        except (ValueError, IndexError):
+            continue
+    return max(sizes) if sizes else None
+
+
+class CountingModel:
+    """Wrap a model (see :mod:`speclib.models`) and count how often it is called.
+
+    ``calls`` is the number of forward passes; ``tokens_in`` the length of each call's
+    input.  The wrapper changes no probability and passes on ``vocab_size`` and
+    ``context_length``.
+
+    Examples
+    --------
+    >>> from speclib.models import markov_pair
+    >>> from speclib.decoding import autoregressive_generate
+    >>> target, _ = markov_pair(vocab_size=8, seed=0)
+    >>> counted = CountingModel(target)
+    >>> _ = autoregressive_generate(counted, [0], 5, rng=1)
+    >>> counted.calls
+    5
+    """
+
+    def __init__(self, model: Callable) -> None:
+        if not callable(model) or not hasattr(model, "vocab_size"):
+            raise TypeError(f"model: expected a model (a callable with a vocab_size attribute), "
+                            f"got {type(model).__name__}")
+        self.model = model
+        self.vocab_size = model.vocab_size
+        self.context_length = getattr(model, "context_length", None)
+        self.tokens_in: list[int] = []
+
+    @property
+    def calls(self) -> int:
+        """Number of forward passes so far."""
+        return len(self.tokens_in)
+
+    def reset(self) -> None:
+        """Forget the calls counted so far."""
+        self.tokens_in.clear()
+
+    def __call__(self, tokens: np.ndarray) -> np.ndarray:
+        tokens = as_tokens(tokens, "tokens", self.vocab_size)
+        self.tokens_in.append(int(tokens.size))
+        return self.model(tokens)
+
+    def __repr__(self) -> str:
+        return f"CountingModel({self.model!r}, calls={self.calls})"

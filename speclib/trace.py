@@ -1,0 +1,256 @@
+"""Drafting with recorded distributions, and a step-by-step record of verification.
+
+Chapters 2 and 3 take one speculative step apart:
+
+* :func:`draft_block`: the draft proposes ``k`` tokens one at a time and keeps the
+  distribution ``p`` each one was sampled from (verification needs them);
+* :func:`score_block`: one target call on ``prefix + drafts`` returns the ``k + 1``
+  target rows ``q`` (the drafted positions and the one after them);
+* :func:`verify_trace`: runs :func:`speclib.sampling.verify` itself, with a random
+  generator that writes down every uniform number it hands out, and lays the decisions
+  out token by token (draft token, ``p(x)``, ``q(x)``, ``min(1, q(x)/p(x))``, the uniform
+  ``u``, accepted or not).  Because the decisions are verify's own, the trace cannot
+  drift from the algorithm it explains;
+* :func:`speculative_trace`: several such blocks in a row, drawing exactly the random
+  numbers that :func:`speclib.decoding.speculative_generate` draws, so with the same
+  seed both emit the same tokens;
+* :func:`trace_markdown`: the trace as a Markdown table for a notebook.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from ._validate import as_generator, as_int, as_tokens
+from .decoding import _check_model, _last_rows
+from .sampling import Verification, sample_token, verify
+
+ACCEPTED, REJECTED, BONUS = "accepted", "rejected", "bonus"
+
+
+class RecordingGenerator(np.random.Generator):
+    """A ``numpy.random.Generator`` that remembers every scalar ``random()`` it returns.
+
+    Built on the bit generator of an existing Generator, it *shares* that generator's
+    state: drawing from one advances the other, so recording changes no random number.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> rec = RecordingGenerator(rng)
+    >>> u = rec.random()
+    >>> rec.draws == [u], u == np.random.default_rng(0).random()
+    (True, True)
+    """
+
+    def __init__(self, rng: np.random.Generator | int) -> None:
+        super().__init__(as_generator(rng).bit_generator)
+        self.draws: list[float] = []
+
+    def random(self, *args, **kwargs):  # noqa: D102 (numpy's docstring applies)
+        out = super().random(*args, **kwargs)
+        if np.ndim(out) == 0:
+            self.draws.append(float(out))
+        return out
+
+
+class DraftBlock(NamedTuple):
+    """``k`` drafted tokens and the draft distribution each was sampled from."""
+
+    tokens: np.ndarray  #: shape (k,)
+    p_rows: np.ndarray  #: shape (k, V); row i is the distribution tokens[i] was drawn from
+
+
+def draft_block(draft: Callable, prefix: np.ndarray, k: int, rng: np.random.Generator | int) -> DraftBlock:
+    """Let the draft propose ``k`` tokens after ``prefix``, one draft pass each.
+
+    Each token is sampled from the draft's next-token distribution given the prefix and
+    the tokens drafted so far, and that distribution is recorded: it is the ``p`` that
+    verification divides by.  The random numbers are the ones
+    :func:`speclib.decoding.speculative_generate` draws for its drafts.
+
+    Examples
+    --------
+    >>> from speclib.models import markov_pair
+    >>> _, draft = markov_pair(vocab_size=8, seed=0)
+    >>> block = draft_block(draft, [0], k=3, rng=1)
+    >>> block.tokens.shape, block.p_rows.shape
+    ((3,), (3, 8))
+    """
+    vocab = _check_model(draft, "draft")
+    prefix = as_tokens(prefix, "prefix", vocab, allow_empty=False)
+    k = as_int(k, "k", minimum=1)
+    rng = as_generator(rng)
+    seq, p_rows = prefix, []
+    for _ in range(k):
+        p = _last_rows(draft, seq, 1, "draft")[0]  # the distribution of the next token ...
+        p_rows.append(p)
+        seq = np.append(seq, sample_token(p, rng))  # ... and the token drawn from it
+    return DraftBlock(seq[prefix.size:], np.array(p_rows))
+
+
+def score_block(target: Callable, prefix: np.ndarray, draft_tokens: np.ndarray) -> np.ndarray:
+    """The target's rows for every drafted position and the one after: one target call.
+
+    A causal model's row ``i`` depends only on tokens ``0 .. i``, so one call on
+    ``prefix + drafts`` gives ``q(. | prefix)``, ``q(. | prefix, x1)``, ...,
+    ``q(. | prefix, x1 .. xk)``: ``k + 1`` rows, the last for the bonus token.
+
+    Returns
+    -------
+    ndarray of shape (k + 1, V)
+    """
+    vocab = _check_model(target, "target")
+    prefix = as_tokens(prefix, "prefix", vocab, allow_empty=False)
+    draft_tokens = as_tokens(draft_tokens, "draft_tokens", vocab)
+    k = draft_tokens.size
+    return _last_rows(target, np.concatenate([prefix, draft_tokens]), k + 1, "target")
+
+
+class TraceRow(NamedTuple):
+    """One line of the verification trace."""
+
+    block: int  #: which block (step) of the generation, from 0
+    position: int  #: 1-based position inside the block
+    outcome: str  #: "accepted", "rejected" or "bonus"
+    draft_token: int | None  #: the drafted token (None for a bonus line)
+    p_x: float | None  #: draft probability of the drafted token
+    q_x: float | None  #: target probability of the drafted token
+    accept_prob: float | None  #: min(1, q_x / p_x)
+    u: float | None  #: the uniform number compared with accept_prob
+    emitted: int  #: the token this line puts in the output
+
+
+class BlockTrace(NamedTuple):
+    """Everything about one verified block."""
+
+    block: int
+    draft_tokens: np.ndarray  #: shape (k,)
+    p_rows: np.ndarray  #: shape (k, V)
+    q_rows: np.ndarray  #: shape (k + 1, V)
+    verification: Verification  #: what :func:`speclib.sampling.verify` returned
+    rows: list[TraceRow]
+
+
+def verify_trace(
+    draft_tokens: np.ndarray,
+    p_draft: np.ndarray,
+    q_target: np.ndarray,
+    rng: np.random.Generator | int,
+    *,
+    bonus: bool = True,
+    block: int = 0,
+) -> BlockTrace:
+    """Run :func:`speclib.sampling.verify` and record each of its decisions.
+
+    The arguments are verify's.  The uniform numbers verify draws are recorded: one per
+    judged draft (accepted while ``u < min(1, q(x)/p(x))``), then one for the correction
+    token after a rejection or for the bonus token.
+
+    Returns
+    -------
+    BlockTrace
+        With one :class:`TraceRow` per judged draft, plus a ``"bonus"`` row when all
+        drafts were kept and ``bonus`` is on.  The ``emitted`` column, read top to bottom,
+        is ``verification.tokens``.
+
+    Examples
+    --------
+    >>> p = [[0.5, 0.5], [0.5, 0.5]]
+    >>> q = [[0.5, 0.5], [1.0, 0.0], [0.5, 0.5]]    # the target never says 1 at position 2
+    >>> t = verify_trace([0, 1], p, q, rng=3)
+    >>> [(r.outcome, r.draft_token, r.emitted) for r in t.rows]
+    [('accepted', 0, 0), ('rejected', 1, 0)]
+    """
+    rec = RecordingGenerator(rng)
+    out = verify(draft_tokens, p_draft, q_target, rec, bonus=bonus)
+    # verify validated the inputs; these conversions cannot fail now.
+    p_draft, q_target = np.asarray(p_draft, float), np.asarray(q_target, float)
+    draft_tokens = as_tokens(draft_tokens, "draft_tokens")
+    k = draft_tokens.size
+    rows = []
+    for i in range(min(out.n_accepted + 1, k)):
+        x = int(draft_tokens[i])
+        p_x, q_x = float(p_draft[i, x]), float(q_target[i, x])
+        kept = i < out.n_accepted
+        rows.append(TraceRow(block, i + 1, ACCEPTED if kept else REJECTED, x, p_x, q_x,
+                             min(1.0, q_x / p_x), rec.draws[i], int(out.tokens[i])))
+    if out.n_accepted == k and bonus:
+        rows.append(TraceRow(block, k + 1, BONUS, None, None, None, None, None, int(out.tokens[k])))
+    return BlockTrace(block, draft_tokens, p_draft, q_target, out, rows)
+
+
+def speculative_trace(
+    target: Callable,
+    draft: Callable,
+    prompt: np.ndarray,
+    n_blocks: int,
+    k: int,
+    rng: np.random.Generator | int,
+    *,
+    bonus: bool = True,
+) -> list[BlockTrace]:
+    """``n_blocks`` speculative steps, each drafted, scored and verified with a full trace.
+
+    Draws the same random numbers in the same order as
+    :func:`speclib.decoding.speculative_generate`, so the tokens emitted by the blocks,
+    concatenated, are the first tokens that ``speculative_generate`` returns with the same
+    models, prompt, ``k`` and seed (as long as it is asked for at least ``k`` more tokens,
+    so that it drafts full blocks too).
+
+    Examples
+    --------
+    >>> from speclib.models import markov_pair
+    >>> target, draft = markov_pair(vocab_size=8, draft_noise=0.3, seed=0)
+    >>> blocks = speculative_trace(target, draft, [0], n_blocks=2, k=3, rng=1)
+    >>> len(blocks), blocks[1].block
+    (2, 1)
+    """
+    vocab = _check_model(target, "target")
+    if _check_model(draft, "draft") != vocab:
+        raise ValueError(f"draft: vocabulary of {draft.vocab_size} tokens differs from the target's {vocab}")
+    tokens = as_tokens(prompt, "prompt", vocab, allow_empty=False)
+    n_blocks = as_int(n_blocks, "n_blocks", minimum=1)
+    k = as_int(k, "k", minimum=1)
+    rng = as_generator(rng)
+    blocks = []
+    for b in range(n_blocks):
+        drafted = draft_block(draft, tokens, k, rng)
+        q_rows = score_block(target, tokens, drafted.tokens)
+        blocks.append(verify_trace(drafted.tokens, drafted.p_rows, q_rows, rng, bonus=bonus, block=b))
+        tokens = np.concatenate([tokens, blocks[-1].verification.tokens])
+    return blocks
+
+
+def trace_tokens(blocks: list[BlockTrace]) -> np.ndarray:
+    """The tokens a list of traced blocks emitted, in order."""
+    if not blocks:
+        return np.array([], dtype=np.int64)
+    return np.concatenate([b.verification.tokens for b in blocks]).astype(np.int64)
+
+
+def trace_markdown(blocks: list[BlockTrace], digits: int = 3) -> str:
+    """The trace as a Markdown table, one line per judged draft or bonus token.
+
+    Columns: block, position, draft token ``x``, ``p(x)``, ``q(x)``,
+    ``min(1, q/p)``, the uniform ``u``, the decision (keep, reject, bonus) and the emitted
+    token (after a rejection, the replacement drawn from the residual).
+    """
+    digits = as_int(digits, "digits", minimum=0)
+    if not isinstance(blocks, list) or not all(isinstance(b, BlockTrace) for b in blocks):
+        raise TypeError("blocks: expected a list of BlockTrace (from speculative_trace or verify_trace)")
+
+    def num(v: float | None) -> str:
+        return "" if v is None else f"{v:.{digits}f}"
+
+    lines = ["| block | pos | draft x | p(x) | q(x) | min(1, q/p) | u | decision | emits |",
+             "|---:|---:|---:|---:|---:|---:|---:|:---|---:|"]
+    for b in blocks:
+        for r in b.rows:
+            decision = {ACCEPTED: "keep", REJECTED: "**reject**", BONUS: "bonus"}[r.outcome]
+            x = "" if r.draft_token is None else str(r.draft_token)
+            lines.append(f"| {r.block} | {r.position} | {x} | {num(r.p_x)} | {num(r.q_x)} | "
+                         f"{num(r.accept_prob)} | {num(r.u)} | {decision} | {r.emitted} |")
+    return "\n".join(lines)
