@@ -12,6 +12,12 @@ from __future__ import annotations
 class ExerciseError(AssertionError):
     """Raised by a self-check, with a hint that does not give the answer away."""
 
+    def _render_traceback_(self) -> list[str]:
+        # IPython (and so Jupyter and the rendered book) shows these lines instead of the
+        # traceback: the hint alone, without the check's own code, which would list its test
+        # cases and the reference function it compares the student's answer with.
+        return [f"\x1b[0;31mExerciseError\x1b[0m: {self}"]
+
 
 def passed(message: str = "All checks passed.") -> None:
     """Print the confirmation a student sees when a check succeeds."""
@@ -149,7 +155,7 @@ def check_speedup(speedup) -> None:
 # --- Chapter 7: the reference article revisited (helper article) -------------------------
 
 def check_acceptance_from_steps(acceptance_from_steps) -> None:
-    """Exercise ex-07-2: ``acceptance_from_steps(n_accepted, k)``, accepted / verified drafts."""
+    """Exercise ex-07-3: ``acceptance_from_steps(n_accepted, k)``, accepted / verified drafts."""
     import numpy as np
 
     from .article_figures import accountings
@@ -323,8 +329,10 @@ def check_accepted_prefix(accepted_prefix) -> None:
 
 
 # --- Chapter 8: real text (helper realtext) ------------------------------------------------
+# The reference answers live in helpers away from the checks, so that the traceback a student
+# sees when a check fails never shows them.
 
-def _rates_or_fail(value, k: int, where: str):
+def _rates_or_fail(value, k: int, where: str, what: str = "one rate per draft position"):
     import numpy as np
 
     try:
@@ -332,30 +340,37 @@ def _rates_or_fail(value, k: int, where: str):
     except (TypeError, ValueError):
         raise ExerciseError(f"{where}: your function returned {value!r}, not an array of numbers") from None
     if arr.shape != (k,):
-        raise ExerciseError(f"{where}: expected one rate per draft position, shape ({k},), got shape {arr.shape}")
+        raise ExerciseError(f"{where}: expected {what}, shape ({k},), got shape {arr.shape}")
     return arr
+
+
+def _by_position_reference(outcomes, k: int):
+    import numpy as np
+
+    accepted, judged = np.zeros(k), np.zeros(k)
+    for block in outcomes:
+        accepted[: len(block)] += block
+        judged[: len(block)] += 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return accepted / judged, judged > 0
+
+
+_BY_POSITION_CASES = [
+    ([[1, 1, 1], [1, 0], [0]], 3),
+    ([[0], [0], [1, 1], [1, 0]], 2),
+    ([[1, 0], [1, 1, 1, 1], [0], [1, 1, 0]], 4),
+    ([[0], [0]], 3),
+]
 
 
 def check_acceptance_by_position(acceptance_by_position) -> None:
     """Exercise ex-08-1: ``acceptance_by_position(outcomes, k)`` from per-block accept/reject outcomes."""
     import numpy as np
 
-    cases = [
-        ([[1, 1, 1], [1, 0], [0]], 3),
-        ([[0], [0], [1, 1], [1, 0]], 2),
-        ([[1, 0], [1, 1, 1, 1], [0], [1, 1, 0]], 4),
-        ([[0], [0]], 3),
-    ]
-    for outcomes, k in cases:
-        want_accepted, want_judged = np.zeros(k), np.zeros(k)
-        for block in outcomes:
-            want_accepted[: len(block)] += block
-            want_judged[: len(block)] += 1
-        with np.errstate(invalid="ignore", divide="ignore"):
-            want = want_accepted / want_judged
+    for outcomes, k in _BY_POSITION_CASES:
         where = f"for outcomes {outcomes} and k = {k}"
         got = _rates_or_fail(call_student(acceptance_by_position, [list(b) for b in outcomes], k), k, where)
-        reached = want_judged > 0
+        want, reached = _by_position_reference(outcomes, k)
         if np.isnan(got[reached]).any():
             raise ExerciseError(f"{where}: you returned NaN at a position some block reached.")
         if not np.all(np.isnan(got[~reached])):
@@ -369,24 +384,35 @@ def check_acceptance_by_position(acceptance_by_position) -> None:
     passed("acceptance_by_position agrees with speclib.render.acceptance_by_position on every case.")
 
 
-def check_interpolated_row(interpolated_row) -> None:
-    """Exercise ex-08-3: ``interpolated_row(counts, lower, discount)``, absolute discounting done right."""
+def _interpolated_row_reference(counts, lower, discount: float):
     import numpy as np
 
-    cases = [
+    total = counts.sum()
+    if total == 0:
+        return lower
+    return (np.maximum(counts - discount, 0) + discount * np.count_nonzero(counts) * lower) / total
+
+
+def _interpolated_row_cases():
+    import numpy as np
+
+    return [
         (np.array([3.0, 1.0, 0.0, 0.0]), np.array([0.1, 0.2, 0.3, 0.4]), 0.5),
         (np.array([0.0, 5.0, 0.0]), np.array([1 / 3] * 3), 0.75),
         (np.array([2.0, 2.0, 1.0, 0.0, 0.0]), np.array([0.2] * 5), 0.3),
         (np.array([0.0, 0.0, 0.0]), np.array([0.5, 0.25, 0.25]), 0.5),
     ]
-    for counts, lower, d in cases:
+
+
+def check_interpolated_row(interpolated_row) -> None:
+    """Exercise ex-08-3: ``interpolated_row(counts, lower, discount)``, absolute discounting done right."""
+    import numpy as np
+
+    for counts, lower, d in _interpolated_row_cases():
         where = f"for counts {counts.tolist()}, lower {np.round(lower, 3).tolist()}, discount {d}"
-        total = counts.sum()
-        if total == 0:
-            want = lower
-        else:
-            want = (np.maximum(counts - d, 0) + d * np.count_nonzero(counts) * lower) / total
-        got = _rates_or_fail(call_student(interpolated_row, counts.copy(), lower.copy(), d), counts.size, where)
+        got = _rates_or_fail(call_student(interpolated_row, counts.copy(), lower.copy(), d), counts.size, where,
+                             "one probability per token")
+        want = _interpolated_row_reference(counts, lower, d)
         if not np.isfinite(got).all():
             raise ExerciseError(f"{where}: your row contains NaN or infinity. What should a context "
                                 "that was never seen predict?")
@@ -731,3 +757,89 @@ def check_keep_after_step(keep_after_step) -> None:
         if not np.array_equal(tokens, speculative_generate(target, draft, [0, 1], 40, k=3, rng=seed)[0]):
             raise ExerciseError("the cached decoder emitted other tokens than the uncached one with the same seed.")
     passed("With your rollback the caches equal a fresh computation, and the tokens equal the uncached decoder's.")
+
+
+# --- Chapter 9: a real model pair (helper neural) ------------------------------------------
+
+def check_predicted_speedup(predicted_speedup) -> None:
+    """Exercise ex-09-1: ``predicted_speedup(alpha, k, c, verify_ratio)`` with a costly verification pass."""
+    from .theory import expected_tokens_per_pass, walltime_speedup
+    from .transformer import speedup_with_costs
+
+    for alpha in (0.0, 0.5, 0.8, 1.0):
+        for k in (1, 3, 8):
+            for c, r in ((0.0, 1.0), (0.05, 1.4), (0.2, 2.5)):
+                where = f"alpha = {alpha}, k = {k}, c = {c}, verify_ratio = {r}"
+                got = _as_float_or_fail(_call_numeric(predicted_speedup, where, alpha, k, c, r), where)
+                want = speedup_with_costs(alpha, k, c, r)
+                if abs(got - want) <= 1e-9 * max(1.0, want):
+                    continue
+                if r != 1.0 and abs(got - walltime_speedup(alpha, k, c)) <= 1e-9:
+                    raise ExerciseError(f"{where}: you returned the textbook speed-up, which assumes a "
+                                        "verification pass costs one single-token pass. Where does verify_ratio go?")
+                if abs(got - expected_tokens_per_pass(alpha, k) / ((k + 1) * c + r)) <= 1e-9:
+                    raise ExerciseError(f"{where}: how many draft passes does one step make?")
+                raise ExerciseError(f"{where}: you returned {got:.4f}, which is off. Expected tokens per step, "
+                                    "divided by the cost of a step in single-token target passes.")
+    passed("predicted_speedup agrees with speclib.transformer.speedup_with_costs on every case tried.")
+
+
+def check_break_even_alpha(break_even_alpha) -> None:
+    """Exercise ex-09-2: ``break_even_alpha(c, verify_ratio)``, the acceptance rate at which k = 1 breaks even."""
+    from .transformer import speedup_with_costs
+
+    for c, r in ((0.0, 1.0), (0.05, 1.0), (0.1, 1.3), (0.02, 1.5), (0.3, 1.1)):
+        where = f"c = {c}, verify_ratio = {r}"
+        got = _as_float_or_fail(_call_numeric(break_even_alpha, where, c, r), where)
+        if not 0.0 <= got <= 1.0:
+            raise ExerciseError(f"{where}: you returned {got:.4f}, which is not an acceptance rate in [0, 1] "
+                                "(every case tried has a break-even point inside it).")
+        if abs(speedup_with_costs(got, 1, c, r) - 1.0) > 1e-9:
+            raise ExerciseError(f"{where}: at alpha = {got:.4f} the predicted speed-up with k = 1 is "
+                                f"{speedup_with_costs(got, 1, c, r):.4f}, not 1. Write the k = 1 speed-up "
+                                "out and set it equal to 1.")
+    passed("break_even_alpha makes k = 1 break even in every case tried.")
+
+
+def check_tokens_to_keep(tokens_to_keep) -> None:
+    """Exercise ex-09-3: how many tokens a cache keeps after a verification step.
+
+    ``tokens_to_keep(cache_length, new_length)``: the cache has been fed ``cache_length``
+    tokens (the old sequence but its last token, that token and the drafts); the sequence
+    now has ``new_length`` tokens.  The check runs a small random transformer through
+    scenarios of accepted and rejected drafts and compares the cache, rolled back to the
+    student's length and refed, with a fresh computation.
+    """
+    import numpy as np
+
+    from .transformer import TransformerConfig, random_transformer
+
+    model = random_transformer(TransformerConfig(vocab_size=6, block_size=32, d_model=8, n_layers=1, n_heads=2), 0)
+    rng = np.random.default_rng(3)
+    for _ in range(12):
+        seq = rng.integers(0, 6, int(rng.integers(2, 8)))
+        k = int(rng.integers(1, 5))
+        drafts = rng.integers(0, 6, k)
+        n_accepted = int(rng.integers(0, k + 1))
+        cache = model.cache()
+        cache.extend(np.concatenate([seq, drafts]))
+        last = (drafts[n_accepted] + 1) % 6 if n_accepted < k else int(rng.integers(0, 6))  # correction or bonus
+        new = np.concatenate([seq, drafts[:n_accepted], [last]])
+        where = f"cache_length = {len(cache)}, new_length = {new.size} ({n_accepted} of {k} drafts accepted)"
+        keep = call_student(tokens_to_keep, len(cache), new.size)
+        if isinstance(keep, bool) or not isinstance(keep, (int, np.integer)):
+            raise ExerciseError(f"{where}: expected an int, got {keep!r}")
+        if not 0 <= keep <= len(cache):
+            raise ExerciseError(f"{where}: a cache can only be rolled back to a length in [0, {len(cache)}], got {keep}")
+        cache.rollback(int(keep))
+        if not np.array_equal(cache.tokens, new[:keep]):
+            raise ExerciseError(f"{where}: after rolling back to {keep} the cache still holds a token that is "
+                                "not in the new sequence. Which emitted token was never fed to the target?")
+        got = cache.extend(new[keep:])[-1]
+        if not np.allclose(got, model(new)[-1], atol=1e-6):
+            raise ExerciseError(f"{where}: the refed cache disagrees with a fresh computation")
+        best = min(k + seq.size, new.size - 1)
+        if keep < best:
+            raise ExerciseError(f"{where}: keeping {keep} tokens is correct but throws away work: the cache "
+                                "agrees with the new sequence for longer than that.")
+    passed("tokens_to_keep keeps exactly the cached tokens that the new sequence still has.")

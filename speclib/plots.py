@@ -428,3 +428,107 @@ def plot_batch_waste(view, ax=None):
     ax.set_title(f"Batched verification, alpha = {view.alpha:.2f}, k = {view.k}", fontsize=10)
     ax.legend(fontsize=8)
     return ax
+
+
+# --- Chapter 9: a real model pair (helper neural) ------------------------------------------
+
+def plot_measured_speedup(ks, speedups, predictions=None, ax=None,
+                          title="Speculative against plain decoding, measured"):
+    """Measured wall-clock speed-ups against the draft length, with predictions beside them.
+
+    ``speedups`` has one row per entry of ``ks`` (every run's plain time / speculative time);
+    each is drawn as its median with the middle half of the runs as an error bar.
+    ``predictions`` maps a label to one predicted speed-up per ``k``.  Returns the axes.
+    """
+    import numpy as np
+
+    ax = _axes(ax)
+    ks = np.asarray(ks)
+    speedups = np.asarray(speedups, dtype=float)
+    med = np.median(speedups, axis=1)
+    lo, hi = np.percentile(speedups, [25, 75], axis=1)
+    ax.errorbar(ks, med, yerr=[med - lo, hi - med], fmt="o", color="black", capsize=3,
+                label="measured (median, middle half of runs)")
+    styles = ["--", ":", "-."]
+    for i, (label, values) in enumerate((predictions or {}).items()):
+        ax.plot(ks, values, styles[i % len(styles)], marker=".", label=label)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xticks(ks)
+    ax.set(xlabel="draft length k", ylabel="speed-up over plain decoding (x)", title=title)
+    ax.legend(fontsize=8)
+    return ax
+
+
+# --- Chapter 6: the best draft length over the (alpha, c) plane (helper review47) ---------
+
+#: Bins of the best draft length in :func:`plot_best_k_map`: short drafts get a colour each,
+#: long ones share one per range, so that both stay legible.
+BEST_K_BINS = ((0, 0), (1, 1), (2, 2), (3, 3), (4, 5), (6, 8), (9, 16), (17, 32), (33, None))
+
+
+def plot_best_k_map(alphas, costs, best_k, ax=None, title="Best draft length over the (alpha, c) plane"):
+    """Colour map of the best draft length, from :func:`speclib.tradeoff.optimal_k_grid`.
+
+    ``best_k[i, j]`` is the best ``k`` at ``costs[i]`` and ``alphas[j]`` (0: do not
+    speculate).  Colours are binned by :data:`BEST_K_BINS`; the dashed diagonal is the
+    break-even line ``alpha = c``.  Returns the axes.
+    """
+    import numpy as np
+    from matplotlib.colors import BoundaryNorm
+
+    alphas, costs, best_k = np.asarray(alphas, float), np.asarray(costs, float), np.asarray(best_k)
+    if best_k.shape != (costs.size, alphas.size):
+        raise ValueError(f"best_k: expected shape (len(costs), len(alphas)) = {(costs.size, alphas.size)}, "
+                         f"got {best_k.shape}")
+    bins = [b for b in BEST_K_BINS if b[0] <= max(best_k.max(), 3)]
+    last = bins[-1][1] if bins[-1][1] is not None else best_k.max()
+    edges = [lo - 0.5 for lo, _ in bins] + [last + 0.5]
+    norm = BoundaryNorm(edges, ncolors=256)
+    ax = _axes(ax, figsize=(7, 3.8))
+    mesh = ax.pcolormesh(alphas, costs, best_k, cmap="viridis", norm=norm, shading="nearest")
+    bar = ax.figure.colorbar(mesh, ax=ax, label="best draft length k (0 = do not speculate)")
+    bar.set_ticks([(a + b) / 2 for a, b in zip(edges, edges[1:])])
+    bar.set_ticklabels([str(lo) if lo == hi else f"{lo}-{hi}" if hi else f"{lo}+" for lo, hi in bins])
+    top = min(alphas.max(), costs.max())
+    ax.plot([0, top], [0, top], "w--", label="alpha = c: break-even")
+    ax.set(xlabel="acceptance rate alpha", ylabel="cost ratio c (draft pass / target pass)", title=title)
+    ax.legend(loc="upper left", fontsize=9)
+    return ax
+
+
+# --- Chapter 3: several verified blocks at once (review of chapters 0-3) -----------------
+
+def plot_verification_blocks(views, ncols=2, title=None):
+    """A grid of :func:`plot_verification_block` panels sharing one legend.
+
+    ``views`` is a sequence of :func:`speclib.widgets.verification_view` results, one per
+    panel.  Axis labels are written once per row and column, not on every panel.  Returns
+    the figure.
+    """
+    import matplotlib.pyplot as plt
+
+    views = list(views)
+    if not views:
+        raise ValueError("views: expected at least one verification view")
+    if isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1:
+        raise ValueError(f"ncols: expected a positive integer, got {ncols!r}")
+    ncols = min(ncols, len(views))
+    nrows = -(-len(views) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.5 * ncols, 2.4 * nrows + 0.8),
+                             sharey=True, squeeze=False)
+    handles = {}
+    for i, ax in enumerate(axes.flat):
+        if i >= len(views):
+            ax.set_visible(False)
+            continue
+        plot_verification_block(views[i], ax=ax, legend=False)
+        handles.update(zip(*reversed(ax.get_legend_handles_labels())))
+        if i % ncols:
+            ax.set_ylabel("")
+        if i + ncols < len(views):
+            ax.set_xlabel("")
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig

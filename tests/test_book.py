@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from bs4 import BeautifulSoup
+
+from speclib.course import toc_chapters
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -21,13 +22,7 @@ import build_book  # noqa: E402
 
 
 def toc_files() -> list[str]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-    for part in toc.get("parts", [{"chapters": toc.get("chapters", [])}]):
-        for chapter in part.get("chapters", []):
-            files.append(chapter["file"])
-            files += [s["file"] for s in chapter.get("sections", [])]
-    return files
+    return toc_chapters(ROOT)
 
 
 def notebook_sources() -> dict[str, str]:

@@ -25,33 +25,61 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("book", "_config.yml", "_toc.yml", "references.bib")
-SOLUTION_START = re.compile(r"^(`{3,}|:{3,})\{solution-start\}", re.M)
-SOLUTION_END = re.compile(r"^(`{3,}|:{3,})\{solution-end\}", re.M)
-SOLUTION_BLOCK = re.compile(r"^(`{3,}|:{3,})\{solution\}.*?^\1\s*$", re.M | re.S)
+SOLUTION_START = re.compile(r"^(`{3,}|:{3,})\{solution-start\}.*?^\1[ \t]*$\n?", re.M | re.S)
+SOLUTION_END = re.compile(r"^(`{3,}|:{3,})\{solution-end\}[^\n]*\n\1[ \t]*$\n?", re.M)
+SOLUTION_BLOCK = re.compile(r"^(`{3,}|:{3,})\{solution\}.*?^\1[ \t]*$\n?", re.M | re.S)
+
+
+def strip_markdown(text: str, inside: bool) -> tuple[str, bool]:
+    """Remove solution text from one Markdown cell.
+
+    ``inside`` says whether the cell starts inside a gated solution.  Returns the text that
+    remains and whether the cell ends inside a gated solution.  Exercise text before a
+    ``{solution-start}`` and text after a ``{solution-end}`` in the same cell are kept.
+    """
+    kept, pos = [], 0
+    while True:
+        if inside:
+            end = SOLUTION_END.search(text, pos)
+            if end is None:
+                return "".join(kept), True
+            pos, inside = end.end(), False
+        else:
+            start = SOLUTION_START.search(text, pos)
+            if start is None:
+                kept.append(SOLUTION_BLOCK.sub("", text[pos:]))
+                return "".join(kept), False
+            kept.append(SOLUTION_BLOCK.sub("", text[pos:start.start()]))
+            pos, inside = start.end(), True
 
 
 def strip_notebook(nb: dict) -> int:
-    """Remove every cell from a solution-start cell through its solution-end cell."""
-    kept, inside, removed = [], False, 0
+    """Remove every solution from a notebook; return how many cells were dropped or cut.
+
+    Cells wholly between a ``{solution-start}`` and its ``{solution-end}`` are dropped
+    (code cells included); Markdown cells that hold a gate lose only the solution part.
+    """
+    kept, inside, changed = [], False, 0
     for cell in nb["cells"]:
         text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        starts = cell["cell_type"] == "markdown" and SOLUTION_START.search(text)
-        if starts:
-            inside = True
-        if inside:
-            removed += 1
-            if cell["cell_type"] == "markdown" and SOLUTION_END.search(text):
-                inside = False
+        if cell["cell_type"] != "markdown":
+            if inside:
+                changed += 1
+            else:
+                kept.append(cell)
             continue
-        if cell["cell_type"] == "markdown":
-            new = SOLUTION_BLOCK.sub("", text)
-            if new != text:
-                cell["source"] = new
+        new, inside_after = strip_markdown(text, inside)
+        inside = inside_after
+        if new != text:
+            changed += 1
+            if not new.strip():
+                continue
+            cell["source"] = new
         kept.append(cell)
     if inside:
         raise ValueError("a {solution-start} has no matching {solution-end}")
     nb["cells"] = kept
-    return removed
+    return changed
 
 
 def student_sources(dest: Path) -> Path:

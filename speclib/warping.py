@@ -1,0 +1,298 @@
+"""Sampling controls: temperature, top-k and top-p, and greedy decoding.
+
+Real systems rarely sample from a model's raw distribution.  They *warp* each next-token
+row first:
+
+``temperature`` T
+    ``q(x) ** (1 / T)``, renormalised (the same as dividing the logits by T).  T < 1
+    sharpens the row, T > 1 flattens it, and T = 0 means greedy decoding: all the mass
+    on the most likely token (the lowest token id among exact ties, as ``numpy.argmax``).
+``top_k``
+    keep the ``top_k`` most likely tokens and renormalise (ties broken by the lower id).
+``top_p`` (nucleus sampling)
+    keep the smallest set of most likely tokens whose mass reaches ``top_p``, renormalise.
+
+They are applied in that order, as Hugging Face transformers does.  A warp is a fixed
+function of the row, so a warped model is just another model: :func:`warp` wraps one and
+follows the protocol of :mod:`speclib.models`.  Speculative decoding with a warped target
+and a warped draft is therefore exact *for the warped target*, which is what a user asking
+for ``temperature=0.7`` wants.  At temperature 0 verification reduces to an exact-match
+test; :func:`greedy_speculative_generate` writes that rule out, and its output equals
+:func:`greedy_generate` token for token.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ._validate import as_distribution, as_int, as_real, as_tokens
+from .decoding import GenerationStats, _check_model, _last_rows
+
+# Masses that differ from ``top_p`` by less than this count as reaching it (rounding in cumsum).
+_TOP_P_SLACK = 1e-12
+
+
+def _check_settings(temperature: object, top_k: object, top_p: object) -> tuple[float, int | None, float | None]:
+    temperature = as_real(temperature, "temperature", low=0.0)
+    if top_k is not None:
+        top_k = as_int(top_k, "top_k", minimum=1)
+    if top_p is not None:
+        top_p = as_real(top_p, "top_p", low=0.0, high=1.0)
+        if top_p == 0.0:
+            raise ValueError("top_p: must be > 0 (top_p = 0 would keep no token); use temperature=0 for greedy decoding")
+    return temperature, top_k, top_p
+
+
+def _keep_top(rows: np.ndarray, keep: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """Zero every token that ``keep`` drops, then renormalise.
+
+    ``keep`` receives the rows sorted by decreasing probability (a stable sort, so ties keep
+    the lower id first) and returns a boolean mask in that sorted order.
+    """
+    flat = rows.reshape(-1, rows.shape[-1])
+    which = np.arange(flat.shape[0])[:, None]
+    order = np.argsort(-flat, axis=-1, kind="stable")
+    mask = np.empty(flat.shape, dtype=bool)
+    mask[which, order] = keep(flat[which, order])
+    kept = np.where(mask, flat, 0.0)
+    return (kept / kept.sum(axis=-1, keepdims=True)).reshape(rows.shape)
+
+
+def warp_distribution(
+    probs: np.ndarray,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+) -> np.ndarray:
+    """Apply temperature, then top-k, then top-p to next-token distributions.
+
+    Parameters
+    ----------
+    probs : array_like, shape (..., V)
+        Distributions on the last axis (rows summing to 1).
+    temperature : float >= 0, default 1.0
+        1 leaves the rows alone; 0 puts all the mass on the most likely token (lowest id
+        among exact ties).  Tokens of probability 0 keep probability 0 at any temperature.
+    top_k : int >= 1 or None, default None
+        Keep only the ``top_k`` most likely tokens (all of them when ``top_k >= V``).
+    top_p : float in (0, 1] or None, default None
+        Keep the smallest set of most likely tokens whose probability reaches ``top_p``
+        (at least one token).
+
+    Returns
+    -------
+    ndarray, same shape as ``probs``, rows summing to 1.
+
+    Raises
+    ------
+    ValueError, TypeError
+        If ``probs`` is not an array of distributions, ``temperature`` is negative or not
+        finite, ``top_k`` is not a positive integer, or ``top_p`` is outside (0, 1].
+
+    Examples
+    --------
+    >>> q = [0.5, 0.3, 0.2]
+    >>> warp_distribution(q, temperature=0)
+    array([1., 0., 0.])
+    >>> warp_distribution(q, top_k=2)
+    array([0.625, 0.375, 0.   ])
+    >>> warp_distribution(q, top_p=0.8)
+    array([0.625, 0.375, 0.   ])
+    >>> warp_distribution([0.5, 0.5], temperature=0.5)
+    array([0.5, 0.5])
+    """
+    rows = as_distribution(probs, "probs")
+    return _warp(rows, *_check_settings(temperature, top_k, top_p))
+
+
+def _warp(rows: np.ndarray, temperature: float, top_k: int | None, top_p: float | None) -> np.ndarray:
+    """:func:`warp_distribution` on rows and settings that were already validated."""
+    rows = np.array(rows, dtype=float)  # a copy: never touch the caller's array
+    if temperature == 0.0:
+        greedy = np.zeros_like(rows)
+        np.put_along_axis(greedy, np.argmax(rows, axis=-1)[..., None], 1.0, axis=-1)
+        rows = greedy
+    elif temperature != 1.0:
+        # In log space, relative to the row's maximum, so that a tiny temperature gives
+        # zeros and ones instead of overflowing.
+        with np.errstate(divide="ignore", over="ignore", under="ignore", invalid="ignore"):
+            logp = np.log(rows)
+            scaled = (logp - logp.max(axis=-1, keepdims=True)) / temperature
+            rows = np.exp(np.where(np.isfinite(logp), scaled, -np.inf))
+        rows /= rows.sum(axis=-1, keepdims=True)
+
+    if top_k is not None and top_k < rows.shape[-1]:
+        rows = _keep_top(rows, lambda s: np.arange(s.shape[-1]) < top_k)
+    if top_p is not None:
+        # Keep a token if the mass of the tokens ranked above it is still short of top_p.
+        rows = _keep_top(rows, lambda s: np.cumsum(s, axis=-1) - s < top_p - _TOP_P_SLACK)
+    return rows
+
+
+class WarpedModel:
+    """A model whose rows are another model's rows after :func:`warp_distribution`.
+
+    Follows the protocol of :mod:`speclib.models`; build it with :func:`warp`.
+    """
+
+    def __init__(self, model: Callable, temperature: float = 1.0, top_k: int | None = None,
+                 top_p: float | None = None) -> None:
+        self.vocab_size = _check_model(model, "model")
+        self.temperature, self.top_k, self.top_p = _check_settings(temperature, top_k, top_p)
+        self.model = model
+        # The warp acts row by row, so the wrapped model reads exactly what the model reads.
+        self.context_length = getattr(model, "context_length", None)
+
+    def __call__(self, tokens: np.ndarray) -> np.ndarray:
+        return warp_distribution(self.model(tokens), self.temperature, self.top_k, self.top_p)
+
+    def __repr__(self) -> str:
+        return (f"warp({self.model!r}, temperature={self.temperature:g}, "
+                f"top_k={self.top_k}, top_p={self.top_p})")
+
+
+def warp(model: Callable, temperature: float = 1.0, top_k: int | None = None,
+         top_p: float | None = None) -> WarpedModel:
+    """Wrap ``model`` so that its rows are warped by temperature, top-k and top-p.
+
+    Parameters
+    ----------
+    model : model
+        Any model following the protocol of :mod:`speclib.models`.
+    temperature, top_k, top_p :
+        As in :func:`warp_distribution`.
+
+    Returns
+    -------
+    WarpedModel
+        A model with the same ``vocab_size`` (and ``context_length``).
+
+    Examples
+    --------
+    >>> from speclib.models import markov_pair
+    >>> target, _ = markov_pair(vocab_size=4, seed=0)
+    >>> greedy_target = warp(target, temperature=0)
+    >>> greedy_target([0, 1]).sum(axis=1)
+    array([1., 1.])
+    >>> warp(target, top_p=1.5)
+    Traceback (most recent call last):
+        ...
+    ValueError: top_p: must be <= 1.0, got 1.5
+    """
+    return WarpedModel(model, temperature, top_k, top_p)
+
+
+def greedy_generate(model: Callable, prompt: np.ndarray, max_new_tokens: int) -> tuple[np.ndarray, GenerationStats]:
+    """Greedy decoding: append the most likely token (lowest id among ties), one pass each.
+
+    Parameters
+    ----------
+    model : model
+        Any model following the protocol of :mod:`speclib.models`.
+    prompt : array_like of int, shape (n,)
+        At least one token.
+    max_new_tokens : int
+        How many tokens to generate (0 or more).
+
+    Returns
+    -------
+    tokens : ndarray of int, shape (max_new_tokens,)
+    stats : GenerationStats
+
+    Examples
+    --------
+    >>> from speclib.models import MarkovModel
+    >>> model = MarkovModel([[0.1, 0.9], [0.8, 0.2]])
+    >>> greedy_generate(model, [0], 4)[0]
+    array([1, 0, 1, 0])
+    """
+    vocab = _check_model(model, "model")
+    prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
+    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
+
+    tokens = prompt.copy()
+    stats = GenerationStats()
+    for _ in range(max_new_tokens):
+        tokens = np.append(tokens, int(np.argmax(_last_rows(model, tokens, 1, "model")[0])))
+        stats.target_passes += 1
+        stats.tokens_generated += 1
+        stats.tokens_per_step.append(1)
+    return tokens[prompt.size:], stats
+
+
+def greedy_speculative_generate(
+    target: Callable,
+    draft: Callable,
+    prompt: np.ndarray,
+    max_new_tokens: int,
+    k: int,
+) -> tuple[np.ndarray, GenerationStats]:
+    """Speculative decoding at temperature 0, where verification is an exact-match test.
+
+    The draft proposes its ``k`` greedy tokens; one target pass gives the target's greedy
+    choice at every drafted position; drafts are kept while they *equal* the target's
+    choice, the first mismatch is replaced by the target's choice, and if all ``k`` match
+    the target's next choice comes free.  This is :func:`speclib.sampling.verify` applied
+    to one-hot rows (``min(1, q(x)/p(x))`` is 1 on a match and 0 otherwise; the residual is
+    the target's one-hot row), written without randomness.  The output equals
+    :func:`greedy_generate` on the target, token for token.
+
+    Parameters
+    ----------
+    target, draft : model
+        Models following the protocol of :mod:`speclib.models`, with the same vocabulary.
+    prompt : array_like of int, shape (n,)
+        At least one token.
+    max_new_tokens : int
+        How many tokens to generate (0 or more).
+    k : int
+        Draft length, at least 1.
+
+    Returns
+    -------
+    tokens : ndarray of int, shape (max_new_tokens,)
+    stats : GenerationStats
+
+    Examples
+    --------
+    >>> from speclib.models import markov_pair
+    >>> target, draft = markov_pair(vocab_size=8, draft_noise=0.5, seed=0)
+    >>> spec, stats = greedy_speculative_generate(target, draft, [0], 30, k=4)
+    >>> bool((spec == greedy_generate(target, [0], 30)[0]).all()), stats.target_passes < 30
+    (True, True)
+    """
+    vocab = _check_model(target, "target")
+    if _check_model(draft, "draft") != vocab:
+        raise ValueError(f"draft: vocabulary of {draft.vocab_size} tokens differs from the target's {vocab}")
+    prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
+    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
+    k = as_int(k, "k", minimum=1)
+
+    tokens = prompt.copy()
+    stats = GenerationStats()
+    while tokens.size - prompt.size < max_new_tokens:
+        remaining = max_new_tokens - (tokens.size - prompt.size)
+        k_step = min(k, remaining)
+        # 1. Draft: the draft's own greedy continuation.
+        drafted = tokens
+        for _ in range(k_step):
+            drafted = np.append(drafted, int(np.argmax(_last_rows(draft, drafted, 1, "draft")[0])))
+        proposals = drafted[tokens.size:]
+        # 2. One target pass: the target's greedy choice after each prefix of the draft.
+        choices = np.argmax(_last_rows(target, drafted, k_step + 1, "target"), axis=1)
+        # 3. Keep drafts while they match; the target's choice at the first mismatch (or
+        # after the last draft: the bonus) ends the block.
+        n_accepted = int(np.argmin(np.append(proposals == choices[:k_step], False)))
+        emitted = np.append(proposals[:n_accepted], choices[n_accepted])[:remaining]
+
+        tokens = np.concatenate([tokens, emitted])
+        stats.target_passes += 1
+        stats.draft_passes += k_step
+        stats.draft_proposed += k_step
+        stats.draft_verified += n_accepted + int(n_accepted < k_step)
+        stats.accepted += n_accepted
+        stats.tokens_generated += len(emitted)
+        stats.tokens_per_step.append(len(emitted))
+    return tokens[prompt.size:], stats
