@@ -15,8 +15,12 @@ class ExerciseError(AssertionError):
     def _render_traceback_(self) -> list[str]:
         # IPython (and so Jupyter and the rendered book) shows these lines instead of the
         # traceback: the hint alone, without the check's own code, which would list its test
-        # cases and the reference function it compares the student's answer with.
-        return [f"\x1b[0;31mExerciseError\x1b[0m: {self}"]
+        # cases and the reference function it compares the student's answer with.  Wrapped,
+        # because an error box in the rendered book does not wrap long lines.
+        import textwrap
+
+        text = textwrap.fill(f"ExerciseError: {self}", width=88, break_long_words=False)
+        return ["\x1b[0;31mExerciseError\x1b[0m" + text[len("ExerciseError"):]]
 
 
 def passed(message: str = "All checks passed.") -> None:

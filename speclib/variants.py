@@ -1,0 +1,1007 @@
+"""Variants of speculative decoding that production systems use, each measured against the target.
+
+Exact variants (the output follows the target's distribution):
+
+* **Prompt lookup** (:func:`lookup_draft`, :func:`lookup_generate`): no draft model; the
+  proposal is what followed an earlier occurrence of the text's last ``n`` tokens.  A
+  deterministic proposal is a draft whose row is a point mass, so the ordinary ratio rule
+  verifies it: keep ``x`` with probability ``q(x)``, else draw from ``q`` without ``x``.
+* **Several drafts at once** (:func:`multi_draft_verify`, :func:`multi_draft_generate`):
+  ``m`` independent draft sequences verified together with SpecInfer's recursive rejection:
+  each candidate is tested against the residual left by the ones rejected before it.
+* **Exact-match verification** (:func:`exact_match_verify`): the target draws its own token
+  ``y ~ q``; a draft ``x`` is kept iff ``y == x``, and on a mismatch ``y`` itself is emitted.
+  The emitted token is always ``y``, so the output is exact; a draft survives with
+  probability ``sum_x p(x) q(x)``, never more than the ratio rule's ``sum_x min(p, q)``.
+* **Batches** (:func:`batch_generate`): ``B`` sequences verified in one pass; each keeps its own
+  accepted tokens, and the batch pays for its longest block (``"pad"``), or every sequence
+  keeps only as many as the shortest block (``"truncate"``).
+* **A cached model with rollback** (:class:`RecurrentModel`, :class:`ModelCache`,
+  :func:`cached_speculative_generate`): the per-position state must be cut back to the
+  accepted prefix after every rejection.
+
+A lossy variant (the output drifts from the target, by an amount measured here):
+
+* **Typical acceptance** (:func:`typical_verify`, Medusa's rule): keep a draft whenever the
+  target gives it more than ``min(epsilon, delta * exp(-H(q)))``; at the first failure emit a
+  draw from ``q``.
+
+Every sampler has an exact counterpart that lists each outcome of one step with its
+probability (the ``*_block_distribution`` functions); :func:`sequence_distribution` completes
+those blocks with the target, for comparison with
+:func:`speclib.exact.target_sequence_distribution`.  The tests tie each sampler to its
+enumeration, and each exact variant to the target, with a faulty version as negative control.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ._validate import as_distribution, as_generator, as_int, as_real, as_tokens
+from .decoding import GenerationStats, _check_model, _last_rows
+from .exact import _check_sizes, target_sequence_distribution
+from .sampling import Verification, _residual, sample_token, verify
+
+Blocks = dict  # block (tuple of token ids) -> probability
+
+
+def _add(blocks: Blocks, block: tuple, prob: float) -> None:
+    if prob > 0.0:
+        blocks[block] = blocks.get(block, 0.0) + prob
+
+
+def _check_pair(target: Callable, draft: Callable) -> int:
+    vocab = _check_model(target, "target")
+    if _check_model(draft, "draft") != vocab:
+        raise ValueError(f"draft: vocabulary of {draft.vocab_size} tokens differs from the target's {vocab}")
+    return vocab
+
+
+def sequence_distribution(target: Callable, prefix: np.ndarray, blocks: Blocks, length: int) -> np.ndarray:
+    """Distribution of the first ``length`` tokens when one step emits ``blocks`` and the target continues.
+
+    Blocks longer than ``length`` are cut; shorter ones are completed with the target's
+    own autoregressive probabilities, as later steps of an exact decoder would.
+
+    Returns
+    -------
+    ndarray of shape ``(V,) * length``.
+    """
+    vocab = _check_model(target, "target")
+    prefix = as_tokens(prefix, "prefix", vocab, allow_empty=False)
+    length = as_int(length, "length", minimum=1)
+    _check_sizes(vocab, length)
+    out = np.zeros((vocab,) * length)
+    for block, prob in blocks.items():
+        block = tuple(block[:length])
+        rest = length - len(block)
+        if rest == 0:
+            out[block] += prob
+        else:
+            out[block] += prob * target_sequence_distribution(target, np.concatenate([prefix, block]), rest)
+    return out
+
+
+def total_variation(a: np.ndarray, b: np.ndarray) -> float:
+    """``0.5 * sum |a - b|``: the largest difference in probability the two assign to any event."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"a and b must have the same shape, got {a.shape} and {b.shape}")
+    return float(0.5 * np.abs(a - b).sum())
+
+
+# --- Prompt lookup ----------------------------------------------------------------------------
+
+
+def lookup_draft(tokens: np.ndarray, k: int, n_max: int = 3, n_min: int = 1) -> np.ndarray:
+    """Propose up to ``k`` tokens by finding the last ``n`` tokens earlier in the text.
+
+    For ``n = n_max, ..., n_min``: find the most recent earlier position where the final
+    ``n`` tokens occurred, and propose the (at most ``k``) tokens that followed it.  The
+    first ``n`` with a match wins.  No match: an empty proposal.
+
+    Examples
+    --------
+    >>> lookup_draft([5, 6, 7, 8, 1, 5, 6], k=3)
+    array([7, 8, 1])
+    >>> lookup_draft([1, 2, 3], k=3)
+    array([], dtype=int64)
+    """
+    tokens = as_tokens(tokens, "tokens")
+    k = as_int(k, "k", minimum=1)
+    n_max = as_int(n_max, "n_max", minimum=1)
+    n_min = as_int(n_min, "n_min", minimum=1)
+    if n_min > n_max:
+        raise ValueError(f"n_min: must be <= n_max ({n_max}), got {n_min}")
+    size = tokens.size
+    for n in range(min(n_max, size - 1), n_min - 1, -1):
+        tail = tokens[size - n:]
+        # Windows starting at 0 .. size - n - 1: every occurrence that ends before the tail does.
+        windows = np.lib.stride_tricks.sliding_window_view(tokens[:size - 1], n)
+        hits = np.flatnonzero((windows == tail).all(axis=1))
+        if hits.size:
+            start = hits[-1] + n
+            return tokens[start:start + k].copy()
+    return np.zeros(0, dtype=np.int64)
+
+
+def _one_hot_rows(tokens: np.ndarray, vocab: int) -> np.ndarray:
+    rows = np.zeros((tokens.size, vocab))
+    rows[np.arange(tokens.size), tokens] = 1.0
+    return rows
+
+
+def lookup_generate(
+    target: Callable,
+    prompt: np.ndarray,
+    max_new_tokens: int,
+    k: int,
+    rng: np.random.Generator | int,
+    *,
+    n_max: int = 3,
+    n_min: int = 1,
+    verifier: Callable[..., Verification] = verify,
+) -> tuple[np.ndarray, GenerationStats]:
+    """Speculative decoding with prompt-lookup proposals: no draft model, no draft passes.
+
+    Each step proposes :func:`lookup_draft` of everything so far (prompt and generated
+    text) and verifies the proposal, a point-mass draft, with the ratio rule in one target
+    pass.  Without a match the step is a plain one.
+
+    Returns
+    -------
+    tokens : ndarray of int, shape (max_new_tokens,)
+    stats : GenerationStats
+        ``draft_passes`` stays 0: a look-up costs no model pass.
+
+    Examples
+    --------
+    >>> from speclib.models import markov_pair
+    >>> target, _ = markov_pair(vocab_size=4, seed=0)
+    >>> tokens, stats = lookup_generate(target, [0, 1, 2, 3, 0, 1], 10, k=3, rng=0)
+    >>> len(tokens), stats.draft_passes
+    (10, 0)
+    """
+    vocab = _check_model(target, "target")
+    prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
+    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
+    k = as_int(k, "k", minimum=1)
+    rng = as_generator(rng)
+
+    tokens, stats = prompt.copy(), GenerationStats()
+    while tokens.size - prompt.size < max_new_tokens:
+        remaining = max_new_tokens - (tokens.size - prompt.size)
+        proposal = lookup_draft(tokens, min(k, remaining), n_max, n_min)
+        drafted = np.concatenate([tokens, proposal])
+        q_rows = _last_rows(target, drafted, proposal.size + 1, "target")
+        if proposal.size == 0:
+            emitted, n_accepted = np.array([sample_token(q_rows[0], rng)]), 0
+        else:
+            out = verifier(proposal, _one_hot_rows(proposal, vocab), q_rows, rng)
+            emitted, n_accepted = out.tokens, out.n_accepted
+        emitted = emitted[:remaining]
+        tokens = np.concatenate([tokens, emitted])
+        stats.target_passes += 1
+        stats.draft_proposed += proposal.size
+        stats.draft_verified += n_accepted + int(n_accepted < proposal.size)
+        stats.accepted += n_accepted
+        stats.tokens_generated += emitted.size
+        stats.tokens_per_step.append(int(emitted.size))
+    return tokens[prompt.size:], stats
+
+
+def greedy_match_verify(draft_tokens, p_draft, q_target, rng, *, bonus: bool = True) -> Verification:
+    """A faulty verifier, the negative control: keep a draft iff it is the target's argmax.
+
+    Right for greedy decoding, wrong for sampling: a kept token is always the target's
+    favourite, and a rejection draws from ``q`` as if nothing had been kept.
+    """
+    q_target = np.asarray(q_target, dtype=float)
+    rng = as_generator(rng)
+    for i, x in enumerate(np.asarray(draft_tokens)):
+        if x != int(np.argmax(q_target[i])):
+            return Verification(np.append(draft_tokens[:i], sample_token(q_target[i], rng)), i)
+    return Verification(np.append(draft_tokens, sample_token(q_target[-1], rng)), len(draft_tokens))
+
+
+def lookup_block_distribution(target: Callable, prefix: np.ndarray, k: int, n_max: int = 3,
+                              n_min: int = 1, *, greedy: bool = False) -> Blocks:
+    """Exact probability of every block one prompt-lookup step emits (``greedy``: the faulty verifier)."""
+    vocab = _check_model(target, "target")
+    prefix = as_tokens(prefix, "prefix", vocab, allow_empty=False)
+    proposal = lookup_draft(prefix, k, n_max, n_min)
+    q_rows = np.asarray(target(np.concatenate([prefix, proposal])))[prefix.size - 1:]
+    blocks: Blocks = {}
+    mass = 1.0
+    for i, x in enumerate(proposal):
+        if greedy:
+            keep = float(x == int(np.argmax(q_rows[i])))
+            fix = q_rows[i]
+        else:
+            keep = q_rows[i, x]
+            fix = _residual(_one_hot_rows(np.array([x]), vocab)[0], q_rows[i])
+        for y in range(vocab):
+            _add(blocks, tuple(proposal[:i]) + (y,), mass * (1.0 - keep) * fix[y])
+        mass *= keep
+    for y in range(vocab):
+        _add(blocks, tuple(proposal) + (y,), mass * q_rows[proposal.size, y])
+    return blocks
+
+
+# --- Several drafts, recursive rejection (SpecInfer) -------------------------------------------
+
+
+def multi_draft_acceptance(p: np.ndarray, q: np.ndarray, m: int) -> float:
+    """Probability that one of ``m`` independent draws from ``p`` is accepted by recursive rejection.
+
+    Candidate ``j`` is tested against ``r_j``, the residual left after the ``j - 1`` before
+    it were rejected (``r_1 = q``); it is accepted with probability
+    ``sum_x min(p(x), r_j(x))``, and on rejection ``r_{j+1} = max(r_j - p, 0) / Z``.  With
+    ``m = 1`` this is the acceptance rate ``alpha``.
+
+    Examples
+    --------
+    >>> multi_draft_acceptance([0.5, 0.5, 0.0], [0.25, 0.25, 0.5], 1)
+    0.5
+    >>> multi_draft_acceptance([0.5, 0.5, 0.0], [0.25, 0.25, 0.5], 3)
+    0.5
+    """
+    p = as_distribution(p, "p", ndim=1)
+    q = as_distribution(q, "q", ndim=1)
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same shape, got {p.shape} and {q.shape}")
+    m = as_int(m, "m", minimum=1)
+    r, rejected = q, 1.0
+    for _ in range(m):
+        a = float(np.minimum(p, r).sum())
+        rejected *= 1.0 - a
+        excess = np.maximum(r - p, 0.0)
+        if excess.sum() <= 0.0:
+            break
+        r = excess / excess.sum()
+    return 1.0 - rejected
+
+
+def multi_draft_verify(
+    drafts: np.ndarray,
+    p_draft: np.ndarray,
+    q_target: np.ndarray,
+    rng: np.random.Generator | int,
+    *,
+    recursive: bool = True,
+) -> Verification:
+    """Verify ``m`` draft sequences of length ``k`` at once, with recursive rejection.
+
+    At each depth the sequences still alive (those agreeing with every token kept so far)
+    offer their next token in turn.  Candidate ``j`` is kept with probability
+    ``min(1, r(x)/p(x))``; if rejected, ``r`` becomes the residual ``max(r - p, 0)/Z`` for
+    the next candidate.  When every candidate fails, a token is drawn from the final ``r``
+    and the step ends; when a candidate is kept, only the sequences that carry it (from that
+    candidate on) stay alive.  All ``k`` kept: a bonus token from the target.
+
+    Parameters
+    ----------
+    drafts : array_like of int, shape (m, k)
+        The draft sequences, each sampled independently from the draft.
+    p_draft : array_like, shape (m, k, V)
+        ``p_draft[j, i]`` is the row ``drafts[j, i]`` was sampled from.
+    q_target : array_like, shape (m, k + 1, V)
+        The target's rows along each sequence (one tree-shaped target pass).
+    rng : numpy.random.Generator or int
+    recursive : bool, default True
+        False tests every candidate against ``q`` itself, not against the residual: the
+        faulty version, kept as the negative control.
+
+    Returns
+    -------
+    Verification
+    """
+    drafts = np.asarray(drafts)
+    p_draft = as_distribution(p_draft, "p_draft", ndim=3)
+    q_target = as_distribution(q_target, "q_target", ndim=3)
+    m, k, vocab = p_draft.shape
+    if drafts.shape != (m, k):
+        raise ValueError(f"drafts: expected shape ({m}, {k}) to match p_draft, got {drafts.shape}")
+    if q_target.shape != (m, k + 1, vocab):
+        raise ValueError(f"q_target: expected shape ({m}, {k + 1}, {vocab}), got {q_target.shape}")
+    rng = as_generator(rng)
+
+    alive, kept = list(range(m)), []
+    for depth in range(k):
+        r = q_target[alive[0], depth]
+        p = p_draft[alive[0], depth]  # every live sequence shares the prefix, hence this row
+        winner = None
+        for j in alive:
+            x = drafts[j, depth]
+            if rng.random() * p[x] < r[x]:  # u < min(1, r(x)/p(x))
+                winner = j
+                break
+            if recursive:
+                r = _residual(p, r)
+        if winner is None:
+            fix = r if recursive else _residual(p, q_target[alive[0], depth])
+            return Verification(np.array(kept + [sample_token(fix, rng)]), depth)
+        x = drafts[winner, depth]
+        kept.append(int(x))
+        alive = [j for j in alive if j >= winner and drafts[j, depth] == x]
+    return Verification(np.array(kept + [sample_token(q_target[alive[0], k], rng)]), k)
+
+
+def multi_draft_generate(
+    target: Callable,
+    draft: Callable,
+    prompt: np.ndarray,
+    max_new_tokens: int,
+    k: int,
+    m: int,
+    rng: np.random.Generator | int,
+    *,
+    recursive: bool = True,
+) -> tuple[np.ndarray, GenerationStats]:
+    """Speculative decoding with ``m`` independent draft sequences of ``k`` tokens per step.
+
+    Draft cost: ``m * k`` draft passes per step (counted in ``stats.draft_passes``); target
+    cost: one pass over the tree of drafts.  ``m = 1`` is ordinary speculative decoding.
+
+    Examples
+    --------
+    >>> from speclib.models import markov_pair
+    >>> target, draft = markov_pair(vocab_size=8, draft_noise=0.5, seed=0)
+    >>> tokens, stats = multi_draft_generate(target, draft, [0], 20, k=2, m=3, rng=1)
+    >>> len(tokens), stats.draft_passes <= 3 * 2 * stats.target_passes  # the last step may draft less
+    (20, True)
+    """
+    _check_pair(target, draft)
+    prompt = as_tokens(prompt, "prompt", target.vocab_size, allow_empty=False)
+    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
+    k = as_int(k, "k", minimum=1)
+    m = as_int(m, "m", minimum=1)
+    rng = as_generator(rng)
+
+    tokens, stats = prompt.copy(), GenerationStats()
+    while tokens.size - prompt.size < max_new_tokens:
+        remaining = max_new_tokens - (tokens.size - prompt.size)
+        k_step = min(k, remaining)
+        drafts, p_rows, q_rows = [], [], []
+        for _ in range(m):
+            seq, rows = tokens, []
+            for _ in range(k_step):
+                p = _last_rows(draft, seq, 1, "draft")[0]
+                rows.append(p)
+                seq = np.append(seq, sample_token(p, rng))
+            drafts.append(seq[tokens.size:])
+            p_rows.append(rows)
+            q_rows.append(_last_rows(target, seq, k_step + 1, "target"))
+        out = multi_draft_verify(np.array(drafts), np.array(p_rows), np.array(q_rows), rng, recursive=recursive)
+        emitted = out.tokens[:remaining]
+        tokens = np.concatenate([tokens, emitted])
+        stats.target_passes += 1
+        stats.draft_passes += m * k_step
+        stats.draft_proposed += m * k_step
+        stats.draft_verified += out.n_accepted + int(out.n_accepted < k_step)
+        stats.accepted += out.n_accepted
+        stats.tokens_generated += emitted.size
+        stats.tokens_per_step.append(int(emitted.size))
+    return tokens[prompt.size:], stats
+
+
+def multi_draft_block_distribution(target: Callable, draft: Callable, prefix: np.ndarray, k: int, m: int,
+                                   *, recursive: bool = True) -> Blocks:
+    """Exact probability of every block one step of :func:`multi_draft_generate` emits."""
+    vocab = _check_pair(target, draft)
+    prefix = as_tokens(prefix, "prefix", vocab, allow_empty=False)
+    k = as_int(k, "k", minimum=1)
+    m = as_int(m, "m", minimum=1)
+    _check_sizes(vocab, m * k)
+    n = prefix.size
+    blocks: Blocks = {}
+    seqs = list(itertools.product(range(vocab), repeat=k))
+    rows = {}
+    for s in seqs:
+        full = np.concatenate([prefix, s])
+        rows[s] = (np.asarray(draft(full))[n - 1:n - 1 + k], np.asarray(target(full))[n - 1:n + k])
+    seq_prob = {s: float(np.prod(rows[s][0][np.arange(k), s])) for s in seqs}
+
+    def walk(drafts: tuple, alive: list, kept: tuple, depth: int, mass: float) -> None:
+        if depth == k:
+            q = rows[drafts[alive[0]]][1][k]
+            for y in range(vocab):
+                _add(blocks, kept + (y,), mass * q[y])
+            return
+        p, r = rows[drafts[alive[0]]][0][depth], rows[drafts[alive[0]]][1][depth]
+        q0 = r
+        for idx, j in enumerate(alive):
+            x = drafts[j][depth]
+            a = min(1.0, r[x] / p[x])
+            if a > 0:
+                walk(drafts, [i for i in alive[idx:] if drafts[i][depth] == x], kept + (x,), depth + 1, mass * a)
+            mass *= 1.0 - a
+            if mass == 0.0:
+                return
+            if recursive:
+                r = _residual(p, r)
+        fix = r if recursive else _residual(p, q0)
+        for y in range(vocab):
+            _add(blocks, kept + (y,), mass * fix[y])
+
+    for combo in itertools.product(seqs, repeat=m):
+        mass = float(np.prod([seq_prob[s] for s in combo]))
+        if mass > 0.0:
+            walk(combo, list(range(m)), (), 0, mass)
+    return blocks
+
+
+# --- Typical acceptance (lossy) ----------------------------------------------------------------
+
+
+def entropy(q: np.ndarray) -> np.ndarray | float:
+    """Shannon entropy in nats along the last axis (``0 log 0 = 0``)."""
+    q = np.asarray(q, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = -np.where(q > 0, q * np.log(q), 0.0).sum(axis=-1)
+    return float(h) if h.ndim == 0 else h
+
+
+def typical_threshold(q: np.ndarray, epsilon: float, delta: float) -> np.ndarray | float:
+    """Medusa's acceptance threshold ``min(epsilon, delta * exp(-H(q)))``, row by row."""
+    return np.minimum(epsilon, delta * np.exp(-entropy(q)))
+
+
+def _check_typical(epsilon: float, delta: float) -> tuple[float, float]:
+    return as_real(epsilon, "epsilon", low=0.0, high=1.0), as_real(delta, "delta", low=0.0)
+
+
+def typical_verify(draft_tokens, p_draft, q_target, rng, *, epsilon: float, delta: float,
+                   bonus: bool = True) -> Verification:
+    """Typical acceptance: keep draft ``x`` iff ``q(x) > min(epsilon, delta exp(-H(q)))``.
+
+    Lossy: the kept drafts follow the draft, filtered, not the target.  At the first failure a
+    token is drawn from ``q`` (not from a residual) and the step ends; all kept: a bonus
+    token.  The signature matches :func:`speclib.sampling.verify`, so
+    ``functools.partial(typical_verify, epsilon=..., delta=...)`` can be passed as
+    ``verifier`` to :func:`speclib.decoding.speculative_generate`.
+    """
+    epsilon, delta = _check_typical(epsilon, delta)
+    q_target = np.asarray(q_target, dtype=float)
+    draft_tokens = np.asarray(draft_tokens)
+    rng = as_generator(rng)
+    thresholds = typical_threshold(q_target, epsilon, delta)
+    for i, x in enumerate(draft_tokens):
+        if not q_target[i, x] > thresholds[i]:
+            return Verification(np.append(draft_tokens[:i], sample_token(q_target[i], rng)), i)
+    if not bonus:
+        return Verification(draft_tokens.copy(), len(draft_tokens))
+    return Verification(np.append(draft_tokens, sample_token(q_target[-1], rng)), len(draft_tokens))
+
+
+def typical_first_token(p: np.ndarray, q: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
+    """Exact distribution of the first token a typical-acceptance step emits.
+
+    ``p(x) 1[q(x) > t] + (1 - sum_{x: q(x) > t} p(x)) q(x)`` with ``t`` the threshold: the
+    kept drafts plus the fallback draws from ``q``.  Row by row for arrays of rows.
+    """
+    p = as_distribution(p, "p")
+    q = as_distribution(q, "q")
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same shape, got {p.shape} and {q.shape}")
+    epsilon, delta = _check_typical(epsilon, delta)
+    keep = q > np.asarray(typical_threshold(q, epsilon, delta))[..., None]
+    kept = np.where(keep, p, 0.0)
+    return kept + (1.0 - kept.sum(axis=-1, keepdims=True)) * q
+
+
+def typical_block_distribution(target: Callable, draft: Callable, prefix: np.ndarray, k: int, *,
+                               epsilon: float, delta: float) -> Blocks:
+    """Exact probability of every block one typical-acceptance step emits."""
+    vocab = _check_pair(target, draft)
+    prefix = as_tokens(prefix, "prefix", vocab, allow_empty=False)
+    k = as_int(k, "k", minimum=1)
+    epsilon, delta = _check_typical(epsilon, delta)
+    _check_sizes(vocab, k + 1)
+    n = prefix.size
+    blocks: Blocks = {}
+    for drafts in itertools.product(range(vocab), repeat=k):
+        full = np.concatenate([prefix, drafts])
+        p_rows, q_rows = np.asarray(draft(full))[n - 1:n - 1 + k], np.asarray(target(full))[n - 1:n + k]
+        mass = float(np.prod(p_rows[np.arange(k), drafts]))
+        if mass == 0.0:
+            continue
+        thresholds = typical_threshold(q_rows, epsilon, delta)
+        stop = next((i for i, x in enumerate(drafts) if not q_rows[i, x] > thresholds[i]), k)
+        for y in range(vocab):
+            _add(blocks, tuple(drafts[:stop]) + (y,), mass * q_rows[stop, y])
+    return blocks
+
+
+# --- Exact-match verification ------------------------------------------------------------------
+
+
+def exact_match_verify(draft_tokens, p_draft, q_target, rng, *, bonus: bool = True) -> Verification:
+    """Draw the target's own token ``y ~ q``; keep draft ``x`` iff ``y == x``, else emit ``y`` and stop.
+
+    The emitted token is ``y`` in both cases, a draw from ``q``, so the output is exact
+    whatever the draft.  A draft survives with probability ``q(x)``, on average
+    ``sum_x p(x) q(x)`` (:func:`match_acceptance`).  Same signature as
+    :func:`speclib.sampling.verify` (``p_draft`` is not needed).
+    """
+    q_target = np.asarray(q_target, dtype=float)
+    draft_tokens = np.asarray(draft_tokens)
+    rng = as_generator(rng)
+    for i, x in enumerate(draft_tokens):
+        y = sample_token(q_target[i], rng)
+        if y != x:
+            return Verification(np.append(draft_tokens[:i], y), i)
+    if not bonus:
+        return Verification(draft_tokens.copy(), len(draft_tokens))
+    return Verification(np.append(draft_tokens, sample_token(q_target[-1], rng)), len(draft_tokens))
+
+
+def exact_match_fresh_draw(draft_tokens, p_draft, q_target, rng, *, bonus: bool = True) -> Verification:
+    """The negative control: on a mismatch, emit a *new* draw from ``q`` instead of ``y``.
+
+    The new draw is independent of the mismatch, so a token that matched less often is
+    over-represented: the output drifts from ``q``.
+    """
+    q_target = np.asarray(q_target, dtype=float)
+    draft_tokens = np.asarray(draft_tokens)
+    rng = as_generator(rng)
+    for i, x in enumerate(draft_tokens):
+        if sample_token(q_target[i], rng) != x:
+            return Verification(np.append(draft_tokens[:i], sample_token(q_target[i], rng)), i)
+    return Verification(np.append(draft_tokens, sample_token(q_target[-1], rng)), len(draft_tokens))
+
+
+def match_acceptance(p: np.ndarray, q: np.ndarray) -> np.ndarray | float:
+    """``sum_x p(x) q(x)``: how often a draft from ``p`` equals the target's own draw from ``q``.
+
+    Examples
+    --------
+    >>> match_acceptance([0.5, 0.5], [0.5, 0.5])
+    0.5
+    """
+    p = as_distribution(p, "p")
+    q = as_distribution(q, "q")
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same shape, got {p.shape} and {q.shape}")
+    a = (p * q).sum(axis=-1)
+    return float(a) if a.ndim == 0 else a
+
+
+def exact_match_block_distribution(target: Callable, draft: Callable, prefix: np.ndarray, k: int, *,
+                                   fresh_draw: bool = False) -> Blocks:
+    """Exact probability of every block one exact-match step emits (``fresh_draw``: the faulty one)."""
+    vocab = _check_pair(target, draft)
+    prefix = as_tokens(prefix, "prefix", vocab, allow_empty=False)
+    k = as_int(k, "k", minimum=1)
+    _check_sizes(vocab, k + 1)
+    n = prefix.size
+    blocks: Blocks = {}
+    for drafts in itertools.product(range(vocab), repeat=k):
+        full = np.concatenate([prefix, drafts])
+        p_rows, q_rows = np.asarray(draft(full))[n - 1:n - 1 + k], np.asarray(target(full))[n - 1:n + k]
+        mass = float(np.prod(p_rows[np.arange(k), drafts]))
+        for i, x in enumerate(drafts):
+            if mass == 0.0:
+                break
+            miss = 1.0 - q_rows[i, x]
+            for y in range(vocab):
+                if fresh_draw:
+                    _add(blocks, tuple(drafts[:i]) + (y,), mass * miss * q_rows[i, y])
+                elif y != x:
+                    _add(blocks, tuple(drafts[:i]) + (y,), mass * q_rows[i, y])
+            mass *= q_rows[i, x]
+        if mass > 0.0:
+            for y in range(vocab):
+                _add(blocks, tuple(drafts) + (y,), mass * q_rows[k, y])
+    return blocks
+
+
+# --- Batches -----------------------------------------------------------------------------------
+
+
+@dataclass
+class BatchStats:
+    """Counters of a batched run.
+
+    ``slots`` counts the positions the batch pays for: per step, ``B`` times the longest
+    block (``"pad"``) or ``B`` times the block every sequence keeps (``"truncate"``).
+    ``tokens_generated`` counts the tokens kept, ``padding`` the difference, and
+    ``discarded`` the tokens a sequence emitted but had to drop (``"truncate"`` only).
+    """
+
+    batch_size: int
+    target_passes: int = 0
+    draft_passes: int = 0
+    tokens_generated: int = 0
+    slots: int = 0
+    discarded: int = 0
+    block_lengths: list[list[int]] = field(default_factory=list)
+
+    @property
+    def padding(self) -> int:
+        return self.slots - self.tokens_generated
+
+    @property
+    def waste(self) -> float:
+        """Fraction of the paid-for slots that hold no kept token."""
+        return self.padding / self.slots if self.slots else float("nan")
+
+    @property
+    def tokens_per_pass(self) -> float:
+        """Kept tokens per target pass, per sequence."""
+        return self.tokens_generated / (self.target_passes * self.batch_size) if self.target_passes else float("nan")
+
+
+def batch_generate(
+    target: Callable,
+    draft: Callable,
+    prompts: Sequence[np.ndarray],
+    max_new_tokens: int,
+    k: int,
+    rng: np.random.Generator | int,
+    *,
+    policy: str = "pad",
+    verifier: Callable[..., Verification] = verify,
+) -> tuple[list[np.ndarray], BatchStats]:
+    """Speculative decoding of ``B`` sequences whose blocks are verified in one batched pass.
+
+    Every step each live sequence drafts ``k`` tokens and one target pass checks them all;
+    the sequences' blocks come out with different lengths.
+
+    ``policy="pad"``
+        Each sequence keeps its own block; the batch stays rectangular by padding every
+        block to the longest, and the padding is paid for.
+    ``policy="truncate"``
+        Every sequence keeps only as many tokens as the shortest block has: no padding, but
+        tokens already verified are thrown away.  Still exact, because where a block is cut
+        depends on the other sequences, never on the token at the cut.
+
+    A sequence that has its ``max_new_tokens`` leaves the batch.
+
+    Returns
+    -------
+    outputs : list of ndarray, one per prompt
+    stats : BatchStats
+    """
+    vocab = _check_pair(target, draft)
+    if isinstance(prompts, np.ndarray) and prompts.ndim == 1:
+        raise TypeError("prompts: expected a sequence of prompts (one per sequence), got a single 1-D array")
+    prompts = [as_tokens(pr, f"prompts[{i}]", vocab, allow_empty=False) for i, pr in enumerate(prompts)]
+    if not prompts:
+        raise ValueError("prompts: need at least one prompt")
+    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
+    k = as_int(k, "k", minimum=1)
+    if policy not in ("pad", "truncate"):
+        raise ValueError(f"policy: expected 'pad' or 'truncate', got {policy!r}")
+    rng = as_generator(rng)
+
+    seqs = [pr.copy() for pr in prompts]
+    stats = BatchStats(batch_size=len(prompts))
+    while True:
+        live = [i for i, s in enumerate(seqs) if s.size - prompts[i].size < max_new_tokens]
+        if not live:
+            break
+        blocks = {}
+        for i in live:
+            remaining = max_new_tokens - (seqs[i].size - prompts[i].size)
+            k_step = min(k, remaining)
+            drafted, p_rows = seqs[i], []
+            for _ in range(k_step):
+                p = _last_rows(draft, drafted, 1, "draft")[0]
+                p_rows.append(p)
+                drafted = np.append(drafted, sample_token(p, rng))
+            q_rows = _last_rows(target, drafted, k_step + 1, "target")
+            out = verifier(drafted[seqs[i].size:], np.array(p_rows), q_rows, rng)
+            blocks[i] = out.tokens[:remaining]
+            stats.draft_passes += k_step
+        lengths = [blocks[i].size for i in live]
+        keep = min(lengths) if policy == "truncate" else None
+        for i in live:
+            kept = blocks[i] if keep is None else blocks[i][:keep]
+            stats.discarded += blocks[i].size - kept.size
+            seqs[i] = np.concatenate([seqs[i], kept])
+            stats.tokens_generated += kept.size
+        stats.slots += len(live) * (max(lengths) if keep is None else keep)
+        stats.target_passes += 1
+        stats.block_lengths.append(lengths)
+    return [s[pr.size:] for s, pr in zip(seqs, prompts)], stats
+
+
+def block_length_cdf(alpha: float, k: int) -> np.ndarray:
+    """``P(n <= j)`` for ``j = 0 .. k + 1``, ``n`` the tokens of one step under independent acceptance."""
+    alpha = as_real(alpha, "alpha", 0.0, 1.0)
+    k = as_int(k, "k", minimum=1)
+    j = np.arange(k + 2)
+    cdf = 1.0 - alpha ** j  # n <= j  iff  one of the first j drafts is rejected
+    cdf[0] = 0.0
+    cdf[k + 1] = 1.0
+    return cdf
+
+
+def expected_block_extremes(alpha: float, k: int, batch_size: int) -> tuple[float, float, float]:
+    """``(E[n], E[min of B], E[max of B])`` for ``B`` independent blocks under acceptance ``alpha``.
+
+    ``E[n]`` is :func:`speclib.theory.expected_tokens_per_pass`.  In a batch that pads, a
+    step pays for ``B * E[max]`` slots and keeps ``B * E[n]`` tokens; in a batch that
+    truncates, every sequence keeps ``E[min]`` tokens per pass.
+
+    Examples
+    --------
+    >>> [round(v, 3) for v in expected_block_extremes(0.8, 4, 1)]
+    [3.362, 3.362, 3.362]
+    """
+    batch_size = as_int(batch_size, "batch_size", minimum=1)
+    cdf = block_length_cdf(alpha, k)
+    survive = 1.0 - cdf[:-1]  # P(n > j), j = 0 .. k
+    mean = survive.sum()
+    low = (survive ** batch_size).sum()
+    high = (1.0 - cdf[:-1] ** batch_size).sum()
+    return float(mean), float(low), float(high)
+
+
+# --- A cached model with rollback --------------------------------------------------------------
+
+
+class RecurrentModel:
+    """A small recurrent language model: ``h_t = tanh(W h_{t-1} + E[x_t])``, ``q_t = softmax(U h_t / T)``.
+
+    Its state after a token depends on the *whole* text before it, so a decoder that
+    does not want to re-read the text at every pass must keep a state per position, a cache
+    (see :class:`ModelCache`), and cut it back after a rejection, like a transformer's KV
+    cache.  Follows the model protocol; ``__call__`` recomputes everything from scratch.
+
+    Parameters
+    ----------
+    vocab_size : int
+    hidden_size : int, default 16
+    seed : int, default 0
+        Seeds the random weights.
+    temperature : float, default 1.0
+        Divides the logits; a draft can be the same network at a higher temperature.
+    """
+
+    context_length = None
+
+    def __init__(self, vocab_size: int, hidden_size: int = 16, seed: int = 0, temperature: float = 1.0) -> None:
+        self.vocab_size = as_int(vocab_size, "vocab_size", minimum=2)
+        self.hidden_size = as_int(hidden_size, "hidden_size", minimum=1)
+        self.temperature = as_real(temperature, "temperature", low=1e-3)
+        rng = as_generator(as_int(seed, "seed", minimum=0))
+        h = self.hidden_size
+        # Recurrent weights large against the embeddings: the state remembers several tokens back.
+        self.W = rng.normal(0.0, 1.5 / np.sqrt(h), (h, h))
+        self.E = rng.normal(0.0, 0.5, (self.vocab_size, h))
+        self.U = rng.normal(0.0, 2.5 / np.sqrt(h), (h, self.vocab_size))
+
+    def initial_state(self) -> np.ndarray:
+        return np.zeros(self.hidden_size)
+
+    def step(self, state: np.ndarray, token: int) -> np.ndarray:
+        """The state after reading ``token``."""
+        return np.tanh(self.W @ state + self.E[token])
+
+    def states(self, tokens: np.ndarray, state: np.ndarray | None = None) -> np.ndarray:
+        """States after each token, shape ``(n, hidden_size)``, starting from ``state``."""
+        tokens = as_tokens(tokens, "tokens", self.vocab_size)
+        state = self.initial_state() if state is None else state
+        out = np.empty((tokens.size, self.hidden_size))
+        for i, x in enumerate(tokens):
+            state = self.step(state, int(x))
+            out[i] = state
+        return out
+
+    def probs(self, states: np.ndarray) -> np.ndarray:
+        """Next-token distributions from states, shape ``(n, V)``."""
+        logits = states @ self.U / self.temperature
+        logits -= logits.max(axis=-1, keepdims=True)
+        e = np.exp(logits)
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def __call__(self, tokens: np.ndarray) -> np.ndarray:
+        return self.probs(self.states(tokens))
+
+    def __repr__(self) -> str:
+        return f"RecurrentModel(vocab_size={self.vocab_size}, hidden_size={self.hidden_size}, temperature={self.temperature})"
+
+
+def recurrent_pair(vocab_size: int = 8, hidden_size: int = 16, seed: int = 0,
+                   draft_temperature: float = 1.5) -> tuple[RecurrentModel, RecurrentModel]:
+    """A ``(target, draft)`` pair: the same recurrent network, the draft at a higher temperature."""
+    target = RecurrentModel(vocab_size, hidden_size, seed)
+    return target, RecurrentModel(vocab_size, hidden_size, seed, temperature=draft_temperature)
+
+
+class ModelCache:
+    """The per-position states of a :class:`RecurrentModel` for the tokens read so far.
+
+    ``extend(tokens)`` reads new tokens from the last cached state (work proportional to the
+    new tokens only) and returns their next-token rows; ``rollback(length)`` forgets every
+    position from ``length`` on.  After a rollback the cache must equal a fresh computation
+    on the kept tokens; the tests check exactly that.
+
+    Attributes
+    ----------
+    tokens : ndarray of int
+        The tokens whose states are cached.
+    states : ndarray, shape (len(tokens), hidden_size)
+    positions_computed : int
+        How many positions have been read in total (the work done).
+    """
+
+    def __init__(self, model: RecurrentModel) -> None:
+        if not isinstance(model, RecurrentModel):
+            raise TypeError(f"model: expected a RecurrentModel, got {type(model).__name__}")
+        self.model = model
+        self.tokens = np.zeros(0, dtype=np.int64)
+        self.states = np.zeros((0, model.hidden_size))
+        self.positions_computed = 0
+
+    def __len__(self) -> int:
+        return int(self.tokens.size)
+
+    def extend(self, tokens: np.ndarray) -> np.ndarray:
+        """Read ``tokens`` after the cached ones; return their rows, shape ``(len(tokens), V)``."""
+        tokens = as_tokens(tokens, "tokens", self.model.vocab_size)
+        start = self.states[-1] if len(self) else None
+        new = self.model.states(tokens, start)
+        self.tokens = np.concatenate([self.tokens, tokens])
+        self.states = np.concatenate([self.states, new])
+        self.positions_computed += tokens.size
+        return self.model.probs(new)
+
+    def rollback(self, length: int) -> None:
+        """Keep the first ``length`` positions (``0 <= length <= len(self)``)."""
+        length = as_int(length, "length", minimum=0)
+        if length > len(self):
+            raise ValueError(f"length: cannot roll forward, the cache holds {len(self)} positions, got {length}")
+        self.tokens = self.tokens[:length]
+        self.states = self.states[:length]
+
+
+def accepted_length(prefix_length: int, n_accepted: int) -> int:
+    """Positions a cache keeps after a step: the prefix plus the accepted drafts.
+
+    The correction or bonus token is not in the cache yet (no pass has read it); the next
+    step reads it first.
+    """
+    return prefix_length + n_accepted
+
+
+def cached_speculative_generate(
+    target: RecurrentModel,
+    draft: RecurrentModel,
+    prompt: np.ndarray,
+    max_new_tokens: int,
+    k: int,
+    rng: np.random.Generator | int,
+    *,
+    keep: Callable[[int, int], int] = accepted_length,
+) -> tuple[np.ndarray, GenerationStats, ModelCache, ModelCache]:
+    """Speculative decoding that reads every position once, with caches rolled back after rejections.
+
+    The draft and the target each keep a :class:`ModelCache`.  Per step the draft extends its
+    cache one drafted token at a time, the target extends its cache by the whole block (one
+    pass), and after verification both caches are cut back to ``keep(prefix_length,
+    n_accepted)`` positions; the next step reads the correction or bonus token first.  With
+    the same seed the tokens equal those of :func:`speclib.decoding.speculative_generate`.
+
+    Parameters
+    ----------
+    keep : callable, default :func:`accepted_length`
+        ``(prefix_length, n_accepted) -> positions to keep``.  Anything else is a bug the
+        tests must catch (keeping one position too many leaves a rejected token's state in
+        the cache).
+
+    Returns
+    -------
+    tokens : ndarray, shape (max_new_tokens,)
+    stats : GenerationStats
+    target_cache, draft_cache : ModelCache
+        The caches at the end, to compare with a fresh computation.
+    """
+    _check_pair(target, draft)
+    for name, model in (("target", target), ("draft", draft)):
+        if not isinstance(model, RecurrentModel):
+            raise TypeError(f"{name}: expected a RecurrentModel (a model with a cache), got {type(model).__name__}")
+    prompt = as_tokens(prompt, "prompt", target.vocab_size, allow_empty=False)
+    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
+    k = as_int(k, "k", minimum=1)
+    rng = as_generator(rng)
+
+    t_cache, d_cache = ModelCache(target), ModelCache(draft)
+    q_next = t_cache.extend(prompt)[-1]  # the target's row for the first new token
+    p_next = d_cache.extend(prompt)[-1]
+    tokens, stats = prompt.copy(), GenerationStats()
+    while tokens.size - prompt.size < max_new_tokens:
+        remaining = max_new_tokens - (tokens.size - prompt.size)
+        k_step = min(k, remaining)
+        drafts, p_rows = [], [p_next]
+        for i in range(k_step):  # 1. draft, one cached draft pass per token
+            drafts.append(sample_token(p_rows[-1], rng))
+            if i < k_step - 1:
+                p_rows.append(d_cache.extend(drafts[-1:])[0])
+        drafts = np.array(drafts)
+        q_rows = np.vstack([q_next, t_cache.extend(drafts)])  # 2. one target pass over the block
+        out = verify(drafts, np.array(p_rows), q_rows, rng)  # 3. and 4.
+        emitted = out.tokens[:remaining]
+        new_tokens = np.concatenate([tokens, emitted])
+        # 5. Roll both caches back to the accepted prefix, then read what they lack.
+        for cache in (t_cache, d_cache):
+            start = min(len(cache), accepted_length(tokens.size, out.n_accepted))
+            cache.rollback(min(len(cache), keep(tokens.size, out.n_accepted)))
+            if new_tokens.size > start:  # nothing to read after the final step's last token
+                rows = cache.extend(new_tokens[start:])
+                if cache is t_cache:
+                    q_next = rows[-1]
+                else:
+                    p_next = rows[-1]
+        tokens = new_tokens
+        stats.target_passes += 1
+        stats.draft_passes += k_step
+        stats.draft_proposed += k_step
+        stats.draft_verified += out.n_accepted + int(out.n_accepted < k_step)
+        stats.accepted += out.n_accepted
+        stats.tokens_generated += emitted.size
+        stats.tokens_per_step.append(int(emitted.size))
+    return tokens[prompt.size:], stats, t_cache, d_cache
+
+
+class ArgmaxDraft:
+    """A draft that always proposes its model's most likely token: a point-mass row at the argmax.
+
+    Medusa's heads propose their top guesses, not samples.  Wrapped this way, such proposals
+    still fit every decoder: the ratio rule on a point mass keeps ``x`` with probability
+    ``q(x)`` (exact), :func:`typical_verify` keeps it when ``q(x)`` clears the threshold (lossy).
+    """
+
+    def __init__(self, draft: Callable) -> None:
+        self.vocab_size = _check_model(draft, "draft")
+        self.draft = draft
+        self.context_length = getattr(draft, "context_length", None)
+
+    def __call__(self, tokens: np.ndarray) -> np.ndarray:
+        rows = np.asarray(self.draft(tokens))
+        out = np.zeros_like(rows)
+        out[np.arange(rows.shape[0]), rows.argmax(axis=1)] = 1.0
+        return out
+
+    def __repr__(self) -> str:
+        return f"ArgmaxDraft({self.draft!r})"
+
+
+def lookup_replay(tokens: np.ndarray, k: int, start: int, n_max: int = 3, n_min: int = 1) -> np.ndarray:
+    """Tokens per step of prompt lookup against a target that writes exactly ``tokens``.
+
+    From position ``start`` on, each step proposes :func:`lookup_draft` of the text so far;
+    a target that deterministically continues with the real text accepts the proposal up to
+    its first wrong token, then supplies the right one.  The mean of the returned counts is
+    the tokens per target pass that prompt lookup reaches on this text when the target
+    copies as well as the text repeats itself: a property of the text, not of a model.
+
+    Returns
+    -------
+    ndarray of int: the tokens each step emitted (1 to ``k + 1``).
+
+    Examples
+    --------
+    >>> lookup_replay([1, 2, 3, 1, 2, 3, 1, 2, 3], k=3, start=3).tolist()  # no match, a copy, the end
+    [1, 4, 1]
+    """
+    tokens = as_tokens(tokens, "tokens")
+    k = as_int(k, "k", minimum=1)
+    start = as_int(start, "start", minimum=1)
+    if start >= tokens.size:
+        raise ValueError(f"start: must be below the text length {tokens.size}, got {start}")
+    steps, i = [], start
+    while i < tokens.size:
+        proposal = lookup_draft(tokens[:i], min(k, tokens.size - i), n_max, n_min)
+        truth = tokens[i:i + proposal.size]
+        matched = int(np.argmin(proposal == truth)) if (proposal != truth).any() else proposal.size
+        emitted = min(matched + 1, tokens.size - i)
+        steps.append(emitted)
+        i += emitted
+    return np.array(steps)

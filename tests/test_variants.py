@@ -1,0 +1,502 @@
+"""Production variants (speclib.variants): exact where claimed, measured where lossy.
+
+Each exact variant is checked against the target by enumeration (to 1e-12) and its sampler
+by a seeded chi-square test; each comes with a faulty version that the same checks catch.
+Typical acceptance is lossy: its sampler is checked against its own enumerated distribution,
+and that distribution is shown to differ from the target.
+"""
+
+import functools
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from speclib import broken
+from speclib.decoding import speculative_generate
+from speclib.exact import target_sequence_distribution
+from speclib.models import MarkovModel, fixed_pair, markov_pair
+from speclib.sampling import acceptance_rate, verify
+from speclib.theory import expected_tokens_per_pass
+from speclib.variants import (
+    ArgmaxDraft,
+    ModelCache,
+    RecurrentModel,
+    accepted_length,
+    batch_generate,
+    cached_speculative_generate,
+    entropy,
+    exact_match_block_distribution,
+    exact_match_fresh_draw,
+    exact_match_verify,
+    expected_block_extremes,
+    greedy_match_verify,
+    lookup_block_distribution,
+    lookup_draft,
+    lookup_generate,
+    match_acceptance,
+    multi_draft_acceptance,
+    multi_draft_block_distribution,
+    multi_draft_generate,
+    multi_draft_verify,
+    recurrent_pair,
+    sequence_distribution,
+    total_variation,
+    typical_block_distribution,
+    typical_first_token,
+    typical_threshold,
+    typical_verify,
+)
+
+TOLERANCE = 1e-12
+DETECTABLE = 1e-3  # total variation a faulty rule must reach
+ALPHA_LEVEL = 1e-3  # chi-square rejection level
+N_SAMPLES = 3000
+LENGTH = 3
+
+
+def small_pair(seed=3):
+    return markov_pair(vocab_size=3, draft_noise=0.7, seed=seed)
+
+
+def wrong_draft_pair():
+    """A draft that knows a different chain, confidently: faulty rules show up strongly here."""
+    target, _ = markov_pair(vocab_size=3, draft_noise=0.7, seed=4)
+    draft, _ = markov_pair(vocab_size=3, draft_noise=0.0, seed=104)
+    return target, draft
+
+
+def tv_from_target(target, prefix, blocks, length=LENGTH):
+    return total_variation(sequence_distribution(target, prefix, blocks, length),
+                           target_sequence_distribution(target, prefix, length))
+
+
+def chi_square_pvalue(sample, expected_probs, seed):
+    """sample(rng) -> LENGTH tokens; expected_probs: array of shape (V,) * LENGTH."""
+    rng = np.random.default_rng(seed)
+    vocab = expected_probs.shape[0]
+    counts = np.zeros(vocab**LENGTH)
+    for _ in range(N_SAMPLES):
+        counts[np.ravel_multi_index(tuple(sample(rng)), (vocab,) * LENGTH)] += 1
+    expected = expected_probs.ravel() * N_SAMPLES
+    keep = expected > 0
+    assert counts[~keep].sum() == 0, "sampled a sequence of probability 0"
+    return stats.chisquare(counts[keep], expected[keep]).pvalue
+
+
+# --- prompt lookup --------------------------------------------------------------------------
+
+
+def test_lookup_draft_prefers_long_and_recent_matches():
+    np.testing.assert_array_equal(lookup_draft([1, 2, 9, 1, 2, 3, 4, 1, 2], k=2), [3, 4])  # most recent
+    np.testing.assert_array_equal(lookup_draft([7, 1, 2, 5, 3, 1, 2, 6, 8, 7, 1, 2], k=3, n_max=3), [5, 3, 1])
+    np.testing.assert_array_equal(lookup_draft([4, 4, 4], k=5), [4])  # overlapping match
+    assert lookup_draft([1, 2, 3], k=3).size == 0
+    assert lookup_draft([1, 2, 3, 1], k=3, n_min=2).size == 0
+    with pytest.raises(ValueError, match="n_min"):
+        lookup_draft([1, 2], k=1, n_max=1, n_min=2)
+
+
+def test_lookup_generate_needs_no_draft_and_accepts_copies():
+    # A target that repeats a cycle deterministically: lookup proposals are always right.
+    target = MarkovModel(np.roll(np.eye(5), 1, axis=1))
+    tokens, st = lookup_generate(target, [0, 1, 2, 3, 4, 0], 40, k=4, rng=0)
+    np.testing.assert_array_equal(tokens, np.arange(1, 41) % 5)
+    assert st.draft_passes == 0 and st.tokens_per_target_pass == pytest.approx(5.0)
+
+
+@pytest.mark.parametrize("prefix", [[0, 1, 2, 0, 1], [2, 2, 1, 2], [1, 0, 1]])
+def test_lookup_is_exact_by_enumeration(prefix):
+    target, _ = small_pair()
+    assert tv_from_target(target, prefix, lookup_block_distribution(target, prefix, 2)) < TOLERANCE
+
+
+def test_greedy_match_verification_is_caught():
+    target, _ = small_pair(5)
+    prefixes = [[0, 1, 2, 0, 1], [2, 2, 1, 2], [1, 0, 1], [0, 0], [2, 1, 2, 1]]
+    tvs = [tv_from_target(target, pr, lookup_block_distribution(target, pr, 2, greedy=True)) for pr in prefixes]
+    assert max(tvs) > DETECTABLE
+
+
+def lookup_sampler(target, prompt, verifier):
+    return lambda rng: lookup_generate(target, prompt, LENGTH, k=2, rng=rng, verifier=verifier)[0]
+
+
+def test_lookup_sampler_chi_square_and_negative_control():
+    target, _ = small_pair(5)
+    prompt = [1, 0, 1, 2, 1, 0]
+    want = target_sequence_distribution(target, prompt, LENGTH)
+    assert chi_square_pvalue(lookup_sampler(target, prompt, verify), want, seed=1) > ALPHA_LEVEL
+    assert chi_square_pvalue(lookup_sampler(target, prompt, greedy_match_verify), want, seed=2) < ALPHA_LEVEL
+
+
+# --- several drafts -------------------------------------------------------------------------
+
+
+def test_multi_draft_acceptance_formula():
+    p, q = np.array([0.6, 0.3, 0.1]), np.array([0.2, 0.3, 0.5])
+    assert multi_draft_acceptance(p, q, 1) == pytest.approx(acceptance_rate(p, q))
+    # By hand: a1 = 0.6; r2 = (0, 0, 1) after removing min(p, q); a2 = p(2) = 0.1.
+    assert multi_draft_acceptance(p, q, 2) == pytest.approx(1 - 0.4 * 0.9)
+    rates = [multi_draft_acceptance(p, q, m) for m in range(1, 8)]
+    assert all(a <= b + 1e-15 for a, b in zip(rates, rates[1:]))
+    with pytest.raises(ValueError, match="p and q"):
+        multi_draft_acceptance([0.5, 0.5], [1.0, 0.0, 0.0], 2)
+    with pytest.raises(ValueError, match="m: must be >= 1"):
+        multi_draft_acceptance(p, q, 0)
+
+
+def test_multi_draft_acceptance_matches_sampling():
+    target, draft = markov_pair(vocab_size=6, draft_noise=0.8, seed=1)
+    p, q = draft([2])[0], target([2])[0]
+    rng = np.random.default_rng(0)
+    m, n = 3, 6000
+    hits = 0
+    for _ in range(n):
+        drafts = np.array([[int(rng.choice(6, p=p))] for _ in range(m)])
+        out = multi_draft_verify(
+            drafts, np.tile(p, (m, 1, 1)), np.tile(np.vstack([q, q]), (m, 1, 1)), rng)
+        hits += out.n_accepted
+    want = multi_draft_acceptance(p, q, m)
+    assert abs(hits / n - want) < 4 * np.sqrt(want * (1 - want) / n)
+
+
+@pytest.mark.parametrize("k, m", [(1, 2), (1, 3), (2, 2)])
+def test_multi_draft_is_exact_by_enumeration(k, m):
+    target, draft = small_pair()
+    for prefix in ([0], [2]):
+        assert tv_from_target(target, prefix, multi_draft_block_distribution(target, draft, prefix, k, m), k + 1) < TOLERANCE
+
+
+def test_non_recursive_multi_draft_is_caught():
+    target, draft = wrong_draft_pair()
+    tvs = [tv_from_target(target, pr, multi_draft_block_distribution(target, draft, pr, 1, 3, recursive=False), 2)
+           for pr in ([0], [1], [2])]
+    assert max(tvs) > DETECTABLE
+
+
+def test_multi_draft_sampler_chi_square_and_negative_control():
+    target, draft = wrong_draft_pair()
+    want = target_sequence_distribution(target, [0], LENGTH)
+
+    def sampler(recursive):
+        return lambda rng: multi_draft_generate(target, draft, [0], LENGTH, k=1, m=3, rng=rng, recursive=recursive)[0]
+
+    assert chi_square_pvalue(sampler(True), want, seed=3) > ALPHA_LEVEL
+    assert chi_square_pvalue(sampler(False), want, seed=4) < ALPHA_LEVEL
+
+
+def test_one_draft_reproduces_speculative_generate():
+    target, draft = markov_pair(vocab_size=12, draft_noise=0.5, seed=4)
+    for seed in range(4):
+        a, sa = multi_draft_generate(target, draft, [3], 41, k=3, m=1, rng=seed)
+        b, sb = speculative_generate(target, draft, [3], 41, k=3, rng=seed)
+        np.testing.assert_array_equal(a, b)
+        assert sa.draft_passes == sb.draft_passes
+
+
+# --- typical acceptance ---------------------------------------------------------------------
+
+
+def test_typical_threshold_and_entropy():
+    q = np.array([0.5, 0.25, 0.25])
+    assert entropy(q) == pytest.approx(1.5 * np.log(2))
+    assert entropy([1.0, 0.0]) == 0.0
+    assert typical_threshold(q, 0.09, 0.3) == pytest.approx(min(0.09, 0.3 * np.exp(-entropy(q))))
+
+
+def test_targets_favourite_always_passes():
+    """max q >= exp(-H(q)), so with delta < 1 the target's argmax clears any threshold."""
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        q = rng.dirichlet(np.full(6, rng.uniform(0.05, 3)))
+        assert q.max() > typical_threshold(q, 1.0, 0.999)
+
+
+def test_typical_first_token_closed_form():
+    target, draft = markov_pair(vocab_size=5, draft_noise=0.6, seed=2)
+    p, q = draft([1])[0], target([1])[0]
+    blocks = typical_block_distribution(target, draft, [1], 1, epsilon=0.2, delta=0.45)
+    first = np.zeros(5)
+    for block, prob in blocks.items():
+        first[block[0]] += prob
+    np.testing.assert_allclose(first, typical_first_token(p, q, 0.2, 0.45), atol=TOLERANCE)
+    assert typical_first_token(p, q, 0.2, 0.45).sum() == pytest.approx(1.0)
+
+
+def test_typical_acceptance_is_lossy_and_its_sampler_matches_its_enumeration():
+    target, draft = small_pair()
+    blocks = typical_block_distribution(target, draft, [0], 2, epsilon=0.3, delta=0.55)
+    assert sum(blocks.values()) == pytest.approx(1.0)
+    lossy = sequence_distribution(target, [0], blocks, LENGTH)
+    assert total_variation(lossy, target_sequence_distribution(target, [0], LENGTH)) > DETECTABLE
+    ver = functools.partial(typical_verify, epsilon=0.3, delta=0.55)
+
+    def sample(rng):  # one typical step, then the target for the rest (as the enumeration assumes)
+        first, _ = speculative_generate(target, draft, [0], LENGTH, k=2, rng=rng, verifier=ver)
+        return first
+
+    # Several typical steps in a row differ from "one step, then the target"; k = 2 and
+    # LENGTH = 3 make the first step cover the whole horizon when all drafts pass, so compare
+    # against the enumeration only on the first token's marginal, exactly as sampled.
+    rng = np.random.default_rng(5)
+    firsts = np.bincount([sample(rng)[0] for _ in range(N_SAMPLES)], minlength=3)
+    want = lossy.sum(axis=(1, 2)) * N_SAMPLES
+    assert stats.chisquare(firsts, want).pvalue > ALPHA_LEVEL
+    exact_first = target_sequence_distribution(target, [0], 1) * N_SAMPLES
+    assert stats.chisquare(firsts, exact_first).pvalue < ALPHA_LEVEL
+
+
+def test_typical_validation():
+    with pytest.raises(ValueError, match="epsilon"):
+        typical_verify([0], [[1.0, 0.0]], [[0.5, 0.5], [0.5, 0.5]], 0, epsilon=1.5, delta=0.3)
+    with pytest.raises(ValueError, match="delta"):
+        typical_first_token([0.5, 0.5], [0.5, 0.5], 0.1, -1.0)
+
+
+def test_argmax_draft_is_a_point_mass_at_the_draft_favourite():
+    _, draft = markov_pair(vocab_size=7, draft_noise=0.3, seed=0)
+    rows = ArgmaxDraft(draft)(np.arange(7))
+    np.testing.assert_array_equal(rows.argmax(axis=1), draft.transition.argmax(axis=1))
+    assert (rows.sum(axis=1) == 1).all() and set(np.unique(rows)) == {0.0, 1.0}
+
+
+# --- exact-match verification ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_exact_match_is_exact_by_enumeration(k):
+    target, draft = small_pair()
+    for prefix in ([0], [1]):
+        assert tv_from_target(target, prefix, exact_match_block_distribution(target, draft, prefix, k), k + 1) < TOLERANCE
+
+
+def test_fresh_draw_on_mismatch_is_caught():
+    target, draft = wrong_draft_pair()
+    blocks = exact_match_block_distribution(target, draft, [0], 2, fresh_draw=True)
+    assert tv_from_target(target, [0], blocks) > DETECTABLE
+
+
+def test_exact_match_sampler_chi_square_and_negative_control():
+    target, draft = wrong_draft_pair()
+    want = target_sequence_distribution(target, [0], LENGTH)
+
+    def sampler(verifier):
+        return lambda rng: speculative_generate(target, draft, [0], LENGTH, k=2, rng=rng, verifier=verifier)[0]
+
+    assert chi_square_pvalue(sampler(exact_match_verify), want, seed=6) > ALPHA_LEVEL
+    assert chi_square_pvalue(sampler(exact_match_fresh_draw), want, seed=7) < ALPHA_LEVEL
+
+
+def test_match_acceptance_never_beats_the_ratio_rule():
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        v = int(rng.integers(2, 10))
+        p, q = rng.dirichlet(np.ones(v) * 0.5), rng.dirichlet(np.ones(v) * 0.5)
+        assert match_acceptance(p, q) <= acceptance_rate(p, q) + 1e-15
+    one_hot = np.eye(4)[2]
+    assert match_acceptance(one_hot, one_hot) == acceptance_rate(one_hot, one_hot) == 1.0
+
+
+def test_exact_match_acceptance_rate_is_sum_p_q():
+    target, draft = fixed_pair(vocab_size=8, draft_noise=0.5, seed=0)
+    _, st = speculative_generate(target, draft, [0], 4000, k=1, rng=0, verifier=exact_match_verify)
+    want = match_acceptance(draft.dist, target.dist)
+    n = st.draft_verified
+    assert abs(st.acceptance_rate - want) < 4 * np.sqrt(want * (1 - want) / n)
+
+
+# --- batches --------------------------------------------------------------------------------
+
+
+def test_block_extremes_formulae():
+    mean, low, high = expected_block_extremes(0.7, 3, 1)
+    assert mean == low == high == pytest.approx(expected_tokens_per_pass(0.7, 3))
+    m4 = expected_block_extremes(0.7, 3, 4)
+    assert m4[1] < m4[0] < m4[2] <= 4
+    assert expected_block_extremes(1.0, 3, 8) == (4.0, 4.0, 4.0)
+    assert expected_block_extremes(0.0, 3, 8) == (1.0, 1.0, 1.0)
+
+
+@pytest.mark.parametrize("policy", ["pad", "truncate"])
+def test_batch_generate_matches_the_formulae_under_independent_acceptance(policy):
+    target, draft = fixed_pair(vocab_size=16, draft_noise=0.4, seed=0)
+    alpha = acceptance_rate(draft.dist, target.dist)
+    batch = 6
+    outs, st = batch_generate(target, draft, [[0]] * batch, 300, k=4, rng=1, policy=policy)
+    assert [o.size for o in outs] == [300] * batch
+    full = [row for row in st.block_lengths if len(row) == batch and max(row) <= 5]
+    lengths = np.array(full[:-1])  # drop the last step, which may be capped
+    mean, low, high = expected_block_extremes(alpha, 4, batch)
+    n = len(lengths)
+    assert abs(lengths.max(axis=1).mean() - high) < 4 * lengths.max(axis=1).std() / np.sqrt(n) + 0.02
+    assert abs(lengths.min(axis=1).mean() - low) < 4 * lengths.min(axis=1).std() / np.sqrt(n) + 0.02
+    if policy == "pad":
+        assert st.padding > 0 and st.discarded == 0 and 0 < st.waste < 1
+    else:
+        assert st.padding == 0 and st.discarded > 0
+
+
+@pytest.mark.parametrize("policy", ["pad", "truncate"])
+def test_batched_sequences_stay_exact(policy):
+    target, draft = small_pair()
+    want = target_sequence_distribution(target, [0], LENGTH)
+
+    def sampler(verifier):
+        return lambda rng: batch_generate(target, draft, [[0], [2]], LENGTH, k=2, rng=rng,
+                                          policy=policy, verifier=verifier)[0][0]
+
+    assert chi_square_pvalue(sampler(verify), want, seed=8) > ALPHA_LEVEL
+    assert chi_square_pvalue(sampler(broken.RESAMPLE_FROM_TARGET.verifier), want, seed=9) < ALPHA_LEVEL
+
+
+def test_batch_validation():
+    target, draft = small_pair()
+    with pytest.raises(ValueError, match="policy"):
+        batch_generate(target, draft, [[0]], 3, 2, rng=0, policy="ragged")
+    with pytest.raises(TypeError, match="prompts"):
+        batch_generate(target, draft, np.array([0, 1]), 3, 2, rng=0)
+    with pytest.raises(ValueError, match=r"prompts\[1\]"):
+        batch_generate(target, draft, [[0], [5]], 3, 2, rng=0)
+
+
+# --- the cached model ----------------------------------------------------------------------
+
+
+def test_cache_after_rollback_equals_a_fresh_computation():
+    model = RecurrentModel(vocab_size=6, hidden_size=8, seed=1)
+    rng = np.random.default_rng(0)
+    text = rng.integers(0, 6, size=30)
+    cache = ModelCache(model)
+    rows = cache.extend(text[:20])
+    np.testing.assert_array_equal(rows, model(text[:20]))
+    cache.rollback(12)
+    np.testing.assert_array_equal(cache.states, model.states(text[:12]))
+    np.testing.assert_array_equal(cache.tokens, text[:12])
+    rows = cache.extend(text[12:30])  # read a different continuation after the cut
+    np.testing.assert_array_equal(cache.states, model.states(text))
+    np.testing.assert_array_equal(rows, model(text)[12:])
+    assert cache.positions_computed == 38
+    cache.rollback(0)
+    assert len(cache) == 0
+    with pytest.raises(ValueError, match="cannot roll forward"):
+        cache.rollback(1)
+
+
+def test_stale_cache_differs_from_a_fresh_computation():
+    model = RecurrentModel(vocab_size=6, hidden_size=8, seed=1)
+    cache = ModelCache(model)
+    cache.extend([1, 2, 3, 4])  # 3 and 4 were drafted; 3 is rejected and replaced by 5
+    cache.rollback(3)  # off by one: the rejected token's state stays
+    rows = cache.extend([5])
+    assert not np.allclose(rows, model([1, 2, 5])[-1:])
+
+
+def test_cached_decoder_equals_the_uncached_one_and_its_caches_are_fresh():
+    target, draft = recurrent_pair(vocab_size=8, hidden_size=12, seed=2)
+    for seed in range(4):
+        a, sa = speculative_generate(target, draft, [0, 1], 37, k=3, rng=seed)
+        b, sb, t_cache, d_cache = cached_speculative_generate(target, draft, [0, 1], 37, k=3, rng=seed)
+        np.testing.assert_array_equal(a, b)
+        assert sa.target_passes == sb.target_passes
+        text = np.concatenate([[0, 1], b])
+        for cache, model in ((t_cache, target), (d_cache, draft)):
+            np.testing.assert_array_equal(cache.tokens, text[:len(cache)])
+            np.testing.assert_array_equal(cache.states, model.states(cache.tokens))
+        # every position read about once per model, not once per pass
+        assert t_cache.positions_computed < text.size + sb.draft_passes + sb.target_passes
+
+
+def test_keeping_a_stale_position_is_caught():
+    target, draft = recurrent_pair(vocab_size=8, hidden_size=12, seed=2)
+    off_by_one = lambda prefix_length, n_accepted: prefix_length + n_accepted + 1  # noqa: E731
+    mismatched = 0
+    for seed in range(4):
+        b, _, t_cache, _ = cached_speculative_generate(target, draft, [0, 1], 37, k=3, rng=seed, keep=off_by_one)
+        text = np.concatenate([[0, 1], b])
+        mismatched += not np.array_equal(t_cache.tokens, text[:len(t_cache)])
+    assert mismatched > 0
+
+
+def test_cached_decoder_chi_square_and_negative_control():
+    # A poor draft (high temperature) rejects often, so a stale state has many chances to matter.
+    target, draft = recurrent_pair(vocab_size=3, hidden_size=6, seed=4, draft_temperature=3.0)
+    want = target_sequence_distribution(target, [0], LENGTH)
+
+    def sampler(keep):
+        return lambda rng: cached_speculative_generate(target, draft, [0], LENGTH, k=2, rng=rng, keep=keep)[0]
+
+    assert chi_square_pvalue(sampler(accepted_length), want, seed=10) > ALPHA_LEVEL
+    assert chi_square_pvalue(sampler(lambda n, a: n + a + 1), want, seed=11) < ALPHA_LEVEL
+
+
+def test_cache_validation():
+    with pytest.raises(TypeError, match="RecurrentModel"):
+        ModelCache(object())
+    target, draft = small_pair()
+    with pytest.raises(TypeError, match="target"):
+        cached_speculative_generate(target, draft, [0], 3, 2, rng=0)
+    with pytest.raises(ValueError, match="temperature"):
+        RecurrentModel(4, temperature=0.0)
+
+
+# --- explorer, figure, exercise checks -------------------------------------------------------
+
+
+def test_batch_waste_view_and_figure():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from speclib.plots import plot_batch_waste
+    from speclib.widgets import batch_waste_view
+
+    view = batch_waste_view(alpha=0.7, k=4, max_batch=16)
+    assert view.batch_sizes.tolist() == list(range(1, 17))
+    assert view.pad_waste[0] == 0.0 and view.truncate_keep[0] == 1.0
+    assert (np.diff(view.pad_waste) >= 0).all() and (np.diff(view.truncate_keep) <= 0).all()
+    assert view.mean == pytest.approx(expected_tokens_per_pass(0.7, 4))
+    assert batch_waste_view(alpha=1.0, k=4, max_batch=8).pad_waste.max() == 0.0
+    with pytest.raises(ValueError, match="alpha"):
+        batch_waste_view(alpha=1.5)
+    ax = plot_batch_waste(view)
+    assert ax.get_xlabel().startswith("batch size") and len(ax.get_lines()) == 2
+    plt.close("all")
+
+
+def test_check_multi_draft_acceptance(capsys):
+    from speclib.checks import ExerciseError, check_multi_draft_acceptance
+
+    def recursive(p, q, m):  # written out independently of speclib
+        r, reject = np.asarray(q, float), 1.0
+        for _ in range(m):
+            reject *= 1 - np.minimum(p, r).sum()
+            excess = np.maximum(r - p, 0)
+            if excess.sum() == 0:
+                break
+            r = excess / excess.sum()
+        return 1 - reject
+
+    check_multi_draft_acceptance(recursive)
+    assert "\u2714" in capsys.readouterr().out
+    independent = lambda p, q, m: 1 - (1 - np.minimum(p, q).sum()) ** m  # noqa: E731
+    with pytest.raises(ExerciseError, match="independent tries"):
+        check_multi_draft_acceptance(independent)
+    with pytest.raises(ExerciseError, match="ordinary acceptance rate"):
+        check_multi_draft_acceptance(lambda p, q, m: float((p * q).sum()))
+    with pytest.raises(ExerciseError, match="not a number"):
+        check_multi_draft_acceptance(lambda p, q, m: None)
+
+
+def test_check_keep_after_step(capsys):
+    from speclib.checks import ExerciseError, check_keep_after_step
+
+    check_keep_after_step(lambda prefix_length, n_accepted: prefix_length + n_accepted)
+    assert "\u2714" in capsys.readouterr().out
+    with pytest.raises(ExerciseError, match="keeps too much"):
+        check_keep_after_step(lambda n, a: n + a + 1)
+    with pytest.raises(ExerciseError, match="keeps too little"):
+        check_keep_after_step(lambda n, a: n)
+    with pytest.raises(ExerciseError, match="whole number"):
+        check_keep_after_step(lambda n, a: n + a + 0.0)
