@@ -91,28 +91,29 @@ def check_residual(residual) -> None:
         ([0.1, 0.2, 0.3, 0.4], [0.4, 0.3, 0.2, 0.1]),
         ([0.7, 0.1, 0.1, 0.1], [0.1, 0.2, 0.3, 0.4]),
     ]
-    for i, (p, q) in enumerate(cases):
+    for p, q in cases:
+        where = f"p = {p}, q = {q}"
         got = call_student(residual, np.array(p), np.array(q))
         try:
             got = np.asarray(got, dtype=float)
         except (TypeError, ValueError):
-            raise ExerciseError(f"case {i}: your function returned {got!r}, not an array of numbers") from None
+            raise ExerciseError(f"{where}: your function returned {got!r}, not an array of numbers") from None
         if got.shape != (len(q),):
-            raise ExerciseError(f"case {i}: expected one probability per token, shape ({len(q)},), got {got.shape}")
+            raise ExerciseError(f"{where}: expected one probability per token, shape ({len(q)},), got {got.shape}")
         if not np.all(np.isfinite(got)):
-            raise ExerciseError(f"case {i}: your residual contains NaN or inf")
+            raise ExerciseError(f"{where}: your residual contains NaN or inf")
         if (got < -1e-12).any():
-            raise ExerciseError(f"case {i}: your residual has a negative entry; probabilities cannot be negative")
+            raise ExerciseError(f"{where}: your residual has a negative entry; probabilities cannot be negative")
         if abs(got.sum() - 1.0) > 1e-9:
-            raise ExerciseError(f"case {i}: your residual sums to {got.sum():.4f}, not 1. Did you normalise it?")
+            raise ExerciseError(f"{where}: your residual sums to {got.sum():.4f}, not 1. Did you normalise it?")
         covered = np.array(p) >= np.array(q)
         if (got[covered] > 1e-12).any():
             raise ExerciseError(
-                f"case {i}: your residual puts mass on a token where p >= q. Accepted drafts already "
+                f"{where}: your residual puts mass on a token where p >= q. Accepted drafts already "
                 "deliver all of q there; the residual must leave such tokens alone."
             )
         if not np.allclose(got, residual_distribution(p, q), atol=1e-9):
-            raise ExerciseError(f"case {i}: right support, but the proportions between tokens are off")
+            raise ExerciseError(f"{where}: right support, but the proportions between tokens are off")
     passed("residual matches max(0, q - p) / Z on every case.")
 
 
@@ -131,8 +132,14 @@ def check_expected_tokens_without_bonus(expected_tokens) -> None:
             if abs(got - expected_tokens_per_pass(alpha, k)) <= 1e-9:
                 raise ExerciseError(f"alpha = {alpha}, k = {k}: that is the figure *with* the bonus token. "
                                     "Which step loses a token when the bonus is off, and how likely is it?")
-            raise ExerciseError(f"alpha = {alpha}, k = {k}: you returned {got:.4f}. Hint: with k = 1 and no "
-                                "bonus, how many tokens can one step emit?")
+            if alpha == 0.0:
+                hint = "at alpha = 0 every draft is rejected: how many tokens does one step emit?"
+            elif alpha == 1.0:
+                hint = "at alpha = 1 every draft is kept and no bonus is added: how many tokens is that?"
+            else:
+                hint = (f"that is too {'high' if got > want else 'low'}. Position i + 1 of a step is "
+                        "reached only when the first i drafts were all kept.")
+            raise ExerciseError(f"alpha = {alpha}, k = {k}: you returned {got:.4f}; {hint}")
     passed("expected tokens per pass without the bonus are right for every alpha and k tried.")
 
 
@@ -506,6 +513,9 @@ def check_exact_calls(exact_calls) -> None:
 
     if callable(exact_calls):
         exact_calls = call_student(exact_calls)
+    if exact_calls is None:
+        raise ExerciseError("exact_calls is still None: set it to the set of letters whose call is exact, "
+                            "for example {'a'}, then run this check again.")
     try:
         answer = {str(letter).strip().lower() for letter in exact_calls}
     except TypeError:
@@ -518,11 +528,11 @@ def check_exact_calls(exact_calls) -> None:
     truth = {letter for letter, (t, d) in configurations.items()
              if np.abs(speculative_sequence_distribution(t, d, [0], 2) - want).max() < 1e-12}
     if answer - truth:
-        raise ExerciseError(f"your set includes {len(answer - truth)} call(s) whose output does not follow "
-                            "warp(target, 0.7). Which model does the verifier actually compare against?")
+        raise ExerciseError("your set includes a call whose output does not follow warp(target, 0.7). "
+                            "In each call, which model does the verifier compare the drafts against?")
     if truth - answer:
-        raise ExerciseError(f"your set leaves out {len(truth - answer)} call(s) that are exact. The theorem asks "
-                            "nothing of the draft except that the verifier sees the row each token came from.")
+        raise ExerciseError("your set leaves out a call that is exact. The theorem asks nothing of the draft "
+                            "except that the verifier is told the row each draft token came from.")
     passed("Right: exactly those calls follow warp(target, 0.7) (checked by exact enumeration).")
 
 
@@ -536,6 +546,9 @@ def check_shipped_a_diagnosis(diagnosis) -> None:
     from . import broken
     from .decoding import speculative_generate
 
+    if diagnosis is None:
+        raise ExerciseError("diagnosis is still None: set it to the variant of speclib.broken.ZOO that "
+                            "shipped_verify_a implements, for example broken.STALE_CACHE, then run this check again.")
     if isinstance(diagnosis, str):
         by_name = {v.name: v for v in broken.ZOO}
         by_name.update({n: v for n, v in vars(broken).items() if isinstance(v, broken.Variant)})

@@ -10,7 +10,13 @@ import pytest  # noqa: E402
 
 from speclib.cost import PassTimes, fit_pass_cost, predicted_pass_time  # noqa: E402
 from speclib.models import fixed_pair  # noqa: E402
-from speclib.plots import plot_drafting, plot_pass_cost, plot_pass_times, plot_verification_block  # noqa: E402
+from speclib.plots import (  # noqa: E402
+    plot_drafting,
+    plot_pass_cost,
+    plot_pass_times,
+    plot_verification_block,
+    plot_verification_blocks,
+)
 from speclib.sampling import acceptance_rate  # noqa: E402
 from speclib.trace import speculative_trace  # noqa: E402
 from speclib.widgets import (  # noqa: E402
@@ -98,3 +104,28 @@ def test_explorers_build():
     pytest.importorskip("ipywidgets")
     for build in (pass_cost_explorer, drafting_explorer, verification_explorer):
         assert build() is not None
+
+
+def test_verification_grid_labels_each_row_and_column_once():
+    views = [verification_view(b, draft_noise=0.5, k=4, n_blocks=6, seed=0) for b in range(6)]
+    fig = plot_verification_blocks(views, ncols=2, title="six blocks")
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(axes) == 6
+    assert [ax.get_title().split(":")[0] for ax in axes] == [f"Block {b}" for b in range(6)]
+    assert [bool(ax.get_ylabel()) for ax in axes] == [True, False] * 3  # left column only
+    assert [bool(ax.get_xlabel()) for ax in axes] == [False] * 4 + [True] * 2  # bottom row only
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert set(labels) == {"min(1, q/p)", "u: accepted", "u: rejected", "bonus token"}
+    assert fig._suptitle.get_text() == "six blocks"
+
+
+def test_verification_grid_odd_count_and_bad_input():
+    views = [verification_view(b, draft_noise=0.5, n_blocks=3) for b in range(3)]
+    fig = plot_verification_blocks(views, ncols=2)
+    assert sum(ax.get_visible() for ax in fig.axes) == 3  # the fourth slot is hidden
+    # The panel above the hidden slot is the last of its column: it keeps its x label.
+    assert fig.axes[1].get_xlabel()
+    with pytest.raises(ValueError, match="views: expected at least one"):
+        plot_verification_blocks([])
+    with pytest.raises(ValueError, match="ncols: expected a positive integer"):
+        plot_verification_blocks(views, ncols=0)
