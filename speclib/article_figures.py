@@ -28,6 +28,7 @@ import numpy as np
 from ._validate import as_int, as_probability_array, as_real
 from .article import CONTEXT_ID, SpeculativeDecoder, SweepRow
 from .theory import expected_tokens_per_pass, tokens_per_step_pmf, tokens_per_step_variance
+from .tradeoff import break_even_c  # noqa: F401  (one definition, shared with chapter 6)
 
 
 def _scalar_or_array(x: np.ndarray) -> float | np.ndarray:
@@ -173,24 +174,6 @@ def lag1_autocorrelation(x: Sequence[float]) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
-def break_even_c(alpha: float | np.ndarray, k: int) -> float | np.ndarray:
-    """Cost ratio ``c`` at which ``k`` drafts per step neither gain nor lose wall-clock time.
-
-    Solves ``walltime_speedup(alpha, k, c) = 1``: ``c = (E_k(alpha) - 1) / k`` with
-    ``E_k`` the expected tokens per pass.  Speculation pays for every smaller ``c``.
-
-    Examples
-    --------
-    >>> break_even_c(0.5, 1)
-    0.5
-    >>> round(break_even_c(0.3, 4), 4)
-    0.1063
-    """
-    alpha = as_probability_array(alpha, "alpha")
-    k = as_int(k, "k", minimum=1)
-    return _scalar_or_array((np.asarray(expected_tokens_per_pass(alpha, k)) - 1.0) / k)
-
-
 #: An ``alpha`` this close to 1 is 1 up to rounding (the draft equals the target).
 ALPHA_ONE_TOL = 1e-9
 
@@ -278,7 +261,7 @@ def corrected_table(rows: Sequence[SweepRow], n_tokens: int, by: str = "k") -> s
     """
     if by not in ("k", "noise"):
         raise ValueError(f"by: expected 'k' or 'noise', got {by!r}")
-    head = ("| K " if by == "k" else "| noise ") + (
+    head = ("| k " if by == "k" else "| noise ") + (
         "| acc. (article) | acc. / verified | alpha | tokens/pass | theory at article acc. "
         "| theory at alpha | z |")
     out = [head, "|" + "---|" * 8]
@@ -392,7 +375,7 @@ def plot_theory_vs_alpha(ks: Sequence[int], ax=None, points: Sequence[dict] = ()
     ax.set_xlabel(r"acceptance rate $\alpha$")
     ax.set_ylabel("tokens per target pass")
     ax.set_title("Closed form against acceptance rate")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=8)
     return ax
 
 

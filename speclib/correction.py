@@ -100,3 +100,78 @@ def emitted_distribution(
     if fix.shape != q.shape:
         raise ValueError(f"correct(p, q): expected shape {q.shape}, got {fix.shape}")
     return split.overlap + (1.0 - split.alpha) * fix
+
+
+class ExactnessRow(NamedTuple):
+    """One (vocabulary size, draft length) cell of :func:`exactness_grid`."""
+
+    vocab_size: int
+    k: int
+    #: correct rule: largest ``|P_speculative - P_target|`` of any ``k + 1``-token sequence,
+    #: over the prompts tried (the worst prompt)
+    max_error: float
+    #: the faulty rule: total-variation distance from the target over ``k + 1`` tokens,
+    #: over the prompts tried (the best prompt, so the faulty rule is *never* closer)
+    faulty_tv: float
+
+
+def exactness_grid(
+    faulty: object,
+    *,
+    bonus: bool = True,
+    vocab_sizes: tuple[int, ...] = (2, 3, 4),
+    ks: tuple[int, ...] = (1, 2, 3),
+    draft_noise: float = 0.6,
+) -> list[ExactnessRow]:
+    """Check the correct verifier and a faulty one exactly, on a grid of small Markov pairs.
+
+    For each vocabulary size ``V`` and draft length ``k`` the pair is
+    :func:`speclib.models.markov_pair` ``(V, draft_noise, seed=10 V + k)`` and the prompts
+    are ``[0]``, ``[V - 1]`` and ``[1, 0]``.  :mod:`speclib.exact` lists every branch of one
+    speculative step for each prompt and compares the distribution of the next ``k + 1``
+    tokens with the target's; the faulty rule, plugged in through its hooks, is the negative
+    control.
+
+    Parameters
+    ----------
+    faulty : speclib.broken.Variant
+        A verifier variant (``variant.in_verifier``), e.g. ``broken.RESAMPLE_FROM_TARGET``.
+    bonus : bool, default True
+        Whether a step whose drafts all survive adds the bonus token.
+    vocab_sizes, ks : tuples of int
+        The grid (``V >= 2``, ``k >= 1``); ``V ** (k + 1)`` sequences are enumerated.
+    draft_noise : float in [0, 1], default 0.6
+
+    Returns
+    -------
+    list of ExactnessRow, one per ``(V, k)`` in row-major order.
+
+    Examples
+    --------
+    >>> from speclib import broken
+    >>> (row,) = exactness_grid(broken.RESAMPLE_FROM_TARGET, vocab_sizes=(2,), ks=(1,))
+    >>> row.max_error < 1e-12, row.faulty_tv > 1e-3
+    (True, True)
+    """
+    from ._validate import as_int, as_real
+    from .broken import Variant
+    from .exact import max_abs_error, total_variation
+    from .models import markov_pair
+
+    if not isinstance(faulty, Variant):
+        raise TypeError(f"faulty: expected a speclib.broken.Variant, got {type(faulty).__name__}")
+    hooks = faulty.hooks  # raises ValueError for a variant outside the verifier
+    vocab_sizes = tuple(as_int(v, "vocab_sizes", minimum=2) for v in vocab_sizes)
+    ks = tuple(as_int(k, "ks", minimum=1) for k in ks)
+    if not vocab_sizes or not ks:
+        raise ValueError("vocab_sizes and ks: need at least one value each")
+    draft_noise = as_real(draft_noise, "draft_noise", low=0.0, high=1.0)
+    rows = []
+    for vocab in vocab_sizes:
+        for k in ks:
+            target, draft = markov_pair(vocab_size=vocab, draft_noise=draft_noise, seed=10 * vocab + k)
+            prompts = ([0], [vocab - 1], [1, 0])
+            error = max(max_abs_error(target, draft, s, k, bonus=bonus) for s in prompts)
+            damage = min(total_variation(target, draft, s, k, bonus=bonus, **hooks) for s in prompts)
+            rows.append(ExactnessRow(vocab, k, float(error), float(damage)))
+    return rows

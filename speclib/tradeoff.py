@@ -81,11 +81,12 @@ def speedup_curve(alpha: float, c: float, k_max: int) -> np.ndarray:
     return np.array([walltime_speedup(alpha, k, c) for k in range(k_max + 1)])
 
 
-def break_even_c(alpha: float, k: int) -> float:
+def break_even_c(alpha: float | np.ndarray, k: int) -> float | np.ndarray:
     """The largest cost ratio at which ``k`` drafts still do no worse than plain decoding.
 
-    ``(alpha + alpha**2 + ... + alpha**k) / k``: the average number of extra tokens per
-    draft pass.  For ``k = 1`` it is ``alpha`` itself.
+    Solves ``walltime_speedup(alpha, k, c) = 1``: ``(alpha + alpha**2 + ... + alpha**k) / k``,
+    the average number of extra tokens per draft pass.  For ``k = 1`` it is ``alpha`` itself.
+    Speculation with ``k`` drafts pays for every smaller ``c``.
 
     Examples
     --------
@@ -93,10 +94,13 @@ def break_even_c(alpha: float, k: int) -> float:
     0.5
     >>> round(break_even_c(0.3, 4), 4)
     0.1063
+    >>> break_even_c(np.array([0.0, 1.0]), 4)
+    array([0., 1.])
     """
-    alpha = float(as_probability_array(alpha, "alpha"))
+    alpha = as_probability_array(alpha, "alpha")
     k = as_int(k, "k", minimum=1)
-    return float((expected_tokens_per_pass(alpha, k) - 1.0) / k)
+    out = (np.asarray(expected_tokens_per_pass(alpha, k)) - 1.0) / k
+    return float(out) if np.ndim(out) == 0 else out
 
 
 def break_even_alpha(k: int, c: float) -> float:

@@ -57,7 +57,10 @@ def test_expected_tokens_without_bonus_accepts_correct_answer(capsys):
         (lambda alpha, k: sum(alpha**i for i in range(k + 1)), "with\\* the bonus"),
         (lambda alpha, k: (1 - alpha**k) / (1 - alpha), "divided by zero"),
         (lambda alpha, k: (1 - np.float64(alpha) ** k) / (1 - np.float64(alpha)), "division by zero"),
-        (lambda alpha, k: float(k), "Hint"),
+        (lambda alpha, k: float(k), "at alpha = 0 every draft is rejected"),
+        (lambda alpha, k: sum(alpha**i for i in range(1, k + 1)), "at alpha = 0 every draft"),
+        (lambda alpha, k: 1.0 + (k - 1) * alpha, "too high. Position i \\+ 1"),
+        (lambda alpha, k: 1.0 + (k - 1) * alpha**k, "too low"),
         (lambda alpha, k: None, "not a number"),
     ],
 )
@@ -96,3 +99,32 @@ def test_speedup_rejects_wrong_answers(wrong, hint):
 def test_speedup_stub_message():
     with pytest.raises(ExerciseError, match="still raises NotImplementedError"):
         check_speedup(stub)
+
+
+# --- what the student sees when a check fails ---------------------------------------------------
+
+def test_exercise_error_shows_the_hint_without_the_check_s_code():
+    """IPython renders _render_traceback_ instead of a traceback: one line, the hint only, so
+    the check's test cases and reference function stay hidden."""
+    with pytest.raises(ExerciseError) as info:
+        check_speedup(lambda alpha, k, c: sum(alpha**i for i in range(k + 1)))
+    lines = info.value._render_traceback_()
+    assert len(lines) == 1 and lines[0].startswith("\x1b[0;31mExerciseError\x1b[0m: ")
+    assert " ".join(lines[0].split()).endswith(" ".join(str(info.value).split()))
+    assert max(len(line) for line in lines[0].split("\n")[1:]) <= 88  # wrapped for the book
+    assert "walltime_speedup" not in lines[0]
+
+
+def test_exercise_error_in_a_kernel_is_one_line():
+    """The same, end to end: run a failing check in an IPython shell and read what it prints."""
+    from IPython.testing.globalipapp import get_ipython
+
+    ip = get_ipython()
+    captured = []
+    ip._showtraceback = lambda etype, evalue, stb: captured.append(stb)
+    ip.run_cell("from speclib.checks import check_speedup\n"
+                "def speedup(alpha, k, c):\n    raise NotImplementedError\n"
+                "check_speedup(speedup)")
+    (stb,) = captured
+    assert len(stb) == 1 and "still raises NotImplementedError" in " ".join(stb[0].split())
+    assert "checks.py" not in "".join(stb)

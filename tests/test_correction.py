@@ -67,3 +67,49 @@ def test_bad_input():
         emitted_distribution([0.5, 0.5], [0.2, 0.8], correct=lambda p, q: q - p)
     with pytest.raises(ValueError, match=r"correct\(p, q\): expected shape"):
         emitted_distribution([0.5, 0.5], [0.2, 0.8], correct=lambda p, q: np.array([0.5, 0.25, 0.25]))
+
+
+def test_resample_from_q_emits_too_often_exactly_where_p_exceeds_alpha_q():
+    """Chapter 4's claim: the faulty rule over-emits y exactly when p(y) > alpha q(y), which
+    includes under-proposed tokens the draft nearly covers (not only p(y) >= q(y))."""
+    found_near = False
+    for p, q in random_pairs(n=60, vocab=8, seed=4):
+        s = split_target(p, q)
+        wrong = emitted_distribution(p, q, correct=broken.RESAMPLE_FROM_TARGET.correct)
+        clear = np.abs(p - s.alpha * q) > 1e-9  # ties are rounding-sensitive
+        np.testing.assert_array_equal((wrong > q)[clear], (p > s.alpha * q)[clear])
+        found_near |= bool(((wrong > q) & (p < q)).any())
+    assert found_near, "no under-proposed token came out too often: the claim's second half is untested"
+
+
+@pytest.mark.parametrize("bonus", [True, False])
+def test_exactness_grid_separates_correct_from_faulty(bonus):
+    from speclib.correction import exactness_grid
+
+    for variant in broken.FAULTY:
+        rows = exactness_grid(variant, bonus=bonus, vocab_sizes=(2, 3), ks=(1, 2))
+        assert [(r.vocab_size, r.k) for r in rows] == [(2, 1), (2, 2), (3, 1), (3, 2)]
+        assert max(r.max_error for r in rows) < 1e-12
+        assert min(r.faulty_tv for r in rows) > 1e-3, f"{variant.name} slipped through"
+
+
+def test_exactness_grid_negative_control_is_the_correct_rule():
+    """With the correct rule in the 'faulty' slot the distance column is rounding error, so
+    the column measures the variant and nothing else."""
+    from speclib.correction import exactness_grid
+
+    rows = exactness_grid(broken.CORRECT, vocab_sizes=(2, 3), ks=(1, 2))
+    assert max(r.faulty_tv for r in rows) < 1e-12
+
+
+def test_exactness_grid_bad_input():
+    from speclib.correction import exactness_grid
+
+    with pytest.raises(TypeError, match="faulty: expected a speclib.broken.Variant"):
+        exactness_grid("resample from q")
+    with pytest.raises(ValueError, match="changes the decoding loop"):
+        exactness_grid(broken.STALE_CACHE)
+    with pytest.raises(ValueError, match="vocab_sizes"):
+        exactness_grid(broken.RESAMPLE_FROM_TARGET, vocab_sizes=(1,))
+    with pytest.raises(ValueError, match="draft_noise"):
+        exactness_grid(broken.RESAMPLE_FROM_TARGET, draft_noise=1.5)

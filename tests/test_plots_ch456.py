@@ -74,3 +74,25 @@ def test_plot_speedup(alpha, c, marks_best):
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any(label.startswith("best k") for label in labels) == marks_best
     assert ("no k pays" in ax.get_title()) != marks_best
+
+
+def test_plot_best_k_map_bins_the_grid_and_marks_break_even():
+    from speclib.plots import plot_best_k_map
+    from speclib.tradeoff import optimal_k_grid
+
+    alphas, costs = np.linspace(0.0, 0.95, 20), np.linspace(0.0, 0.5, 11)
+    best = optimal_k_grid(alphas, costs, k_max=32)
+    ax = plot_best_k_map(alphas, costs, best)
+    assert labelled(ax)
+    mesh = ax.collections[0]
+    np.testing.assert_array_equal(np.asarray(mesh.get_array()).reshape(best.shape), best)
+    bar_labels = [t.get_text() for t in ax.figure.axes[-1].get_yticklabels()]
+    assert bar_labels[:4] == ["0", "1", "2", "3"] and bar_labels[-1] == "17-32"
+    assert ax.get_legend().get_texts()[0].get_text().startswith("alpha = c")
+
+
+def test_plot_best_k_map_rejects_a_grid_of_the_wrong_shape():
+    from speclib.plots import plot_best_k_map
+
+    with pytest.raises(ValueError, match="best_k: expected shape"):
+        plot_best_k_map([0.1, 0.2], [0.0, 0.1, 0.2], np.zeros((2, 3), dtype=int))
