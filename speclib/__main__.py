@@ -124,9 +124,15 @@ def _statistics(trace, args: argparse.Namespace, temperature: float) -> str:
         ("tokens per target pass", f"{stats.tokens_per_target_pass:.2f}" if stats.target_passes else "n/a"),
         ("acceptance", f"{acceptance} ({stats.accepted} of {verified} verified drafts kept)"),
     ]
-    head = (f"{args.pair} pair ({PAIRS[args.pair].description}); domain {args.domain}, "
-            f"k = {args.k}, temperature {temperature:g}, seed {args.seed}")
+    head = (f"{args.pair} pair: {PAIRS[args.pair].description}\n"
+            f"domain {args.domain}, k = {args.k}, temperature {temperature:g}, seed {args.seed}")
     return head + "\n" + "\n".join(f"  {name:<24}{value}" for name, value in rows)
+
+
+def _printable(text: str, stream) -> str:
+    """``text`` with what ``stream`` cannot encode replaced by "?" (a console that is not UTF-8)."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    return text.encode(encoding, errors="replace").decode(encoding)
 
 
 def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -158,7 +164,7 @@ def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     terminal = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     color = args.color == "always" or (args.color == "auto" and terminal)
-    print(to_ansi(trace, vocab, color=color))
+    print(_printable(to_ansi(trace, vocab, color=color), sys.stdout))
     print()
     if color:
         print(ansi_legend())

@@ -68,6 +68,41 @@ def _level(gram_keys: np.ndarray, counts: np.ndarray, vocab: int, discount: floa
     )
 
 
+class _StringCounts:
+    """The distinct strings of one training text, by length, and the levels built from them.
+
+    Computed on demand and kept, so that models of several orders trained on the same text
+    (the order sweep of chapter 8) share the sorting work instead of repeating it.
+    """
+
+    def __init__(self, tokens: np.ndarray, vocab: int) -> None:
+        self.tokens, self.vocab = tokens, vocab
+        self._keys = tokens.copy()  # the strings of the longest length computed so far
+        self._strings: list[tuple[np.ndarray, np.ndarray]] = []  # (unique keys, raw counts) by length
+        self._levels: dict[tuple, _Level] = {}
+
+    def strings(self, m: int) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct strings of ``m`` tokens (as integer keys) and how often each occurs."""
+        while len(self._strings) < m:
+            length = len(self._strings) + 1
+            if length > 1:
+                self._keys = self._keys[:-1] * self.vocab + self.tokens[length - 1:]
+            self._strings.append(np.unique(self._keys, return_counts=True))
+        return self._strings[m - 1]
+
+    def level(self, m: int, order: int, discount: float | None) -> _Level:
+        """Order ``m``'s level in a model of ``order``: raw counts at the top, continuation counts below."""
+        key = (m, m == order, discount)
+        if key not in self._levels:
+            if m == order:
+                grams, counts = self.strings(m)
+            else:
+                # Continuation count of a string: in how many contexts it continues.
+                grams, counts = np.unique(self.strings(m + 1)[0] % self.vocab**m, return_counts=True)
+            self._levels[key] = _level(grams, counts, self.vocab, discount)
+        return self._levels[key]
+
+
 class NGramModel:
     """A character n-gram model with interpolated Kneser-Ney smoothing.
 
@@ -104,7 +139,7 @@ class NGramModel:
     CACHE_SIZE = 20_000
 
     def __init__(self, tokens: object, order: int, vocab_size: int | None = None,
-                 discount: float | None = None) -> None:
+                 discount: float | None = None, *, _counts: _StringCounts | None = None) -> None:
         if vocab_size is None:
             vocab = shared_vocabulary().size
         else:
@@ -125,29 +160,20 @@ class NGramModel:
         self.context_length = order - 1
         self.n_train_tokens = int(tokens.size)
 
-        # Unique strings of every length 1..order, with their raw counts.
-        unique, raw = [], []
-        keys = tokens.copy()
-        for m in range(1, order + 1):
-            if m > 1:
-                keys = keys[:-1] * vocab + tokens[m - 1:]
-            u, c = np.unique(keys, return_counts=True)
-            unique.append(u)
-            raw.append(c)
-        levels = []
-        for m in range(1, order + 1):
-            if m == order:
-                grams, counts = unique[m - 1], raw[m - 1]
-            else:
-                # Continuation count of a string: in how many contexts it continues.
-                grams, counts = np.unique(unique[m] % vocab**m, return_counts=True)
-            levels.append(_level(grams, counts, vocab, discount))
+        counts = _counts if _counts is not None else _StringCounts(tokens, vocab)
+        levels = [counts.level(m, order, discount) for m in range(1, order + 1)]
         self._levels = levels
         self.discounts = tuple(level.discount for level in levels)
         self._cache: dict[bytes, np.ndarray] = {}
+        self._table: np.ndarray | None = None
+        self._ready = False  # the look-up tables below are built on the first call
+
+    def _prepare(self) -> None:
+        """Build the tables that :meth:`__call__` reads (not needed to measure cross-entropy)."""
+        levels, vocab = self._levels, self.vocab_size
         # All orders' contexts in one sorted table (order m's keys shifted by (m - 1) * stride),
         # so that one row needs one search instead of one per order.
-        stride = vocab ** (order - 1)
+        stride = vocab ** (self.order - 1)
         offsets = np.cumsum([0] + [level.gram_keys.size for level in levels[:-1]])
         self._stride = stride
         self._all_ctx = np.concatenate([m * stride + level.ctx_keys for m, level in enumerate(levels)])
@@ -158,6 +184,7 @@ class NGramModel:
         self._all_next = np.concatenate([level.gram_keys % vocab for level in levels])
         self._all_kept = np.concatenate([np.maximum(level.counts - level.discount, 0.0) for level in levels])
         self._build_table()
+        self._ready = True
 
     def __repr__(self) -> str:
         return (f"NGramModel(order={self.order}, vocab_size={self.vocab_size}, "
@@ -249,36 +276,39 @@ class NGramModel:
         return rows
 
     def _row(self, context: np.ndarray) -> np.ndarray:
-        """One row of :meth:`_batch`, with the recursion unrolled (quicker for a single context).
+        """One row of :meth:`_batch`, for a single context (quicker than a batch of one).
 
-        ``P_n = sum_m (prod_{l > m} g_l) max(c_m - D_m, 0) / c_m(h) + (prod_l g_l) P_start`` with
-        ``g_l = D_l N1+(h_l .) / c_l(h_l)`` for a context seen at order ``l`` and 1 otherwise,
-        where ``P_start`` is a table row (or the uniform distribution for very short contexts).
+        The same recursion and the same floating-point operations as :meth:`_rows`, on one
+        vector: start from a table row (or the uniform distribution for very short contexts),
+        then for each longer order whose context was seen,
+        ``P_m = (kept_m + D_m N1+(h .) P_{m-1}) / c_m(h)``.
         """
         vocab, width, m0 = self.vocab_size, self.context_length, self._table_order
-        if self._table is not None and context[width - (m0 - 1)] >= 0:
-            base, first = self._table[self._table_key(context)], m0 + 1
+        ctx = context.tolist()
+        if self._table is not None and ctx[width - (m0 - 1)] >= 0:
+            key = sum(ctx[width - 1 - d] * vocab**d for d in range(m0 - 1))
+            row, first = self._table[key].copy(), m0 + 1
         else:
-            base, first = np.full(vocab, 1.0 / vocab), 1
+            row, first = np.full(vocab, 1.0 / vocab), 1
         keys, key = ([0] if first == 1 else []), 0
         for m in range(2, self.order + 1):
-            oldest = int(context[width - (m - 1)])
+            oldest = ctx[width - (m - 1)]
             if oldest < 0:
                 break
             key += oldest * vocab ** (m - 2)
             if m >= first:
                 keys.append((m - 1) * self._stride + key)
         if not keys:
-            return base
-        j = np.minimum(self._all_ctx.searchsorted(keys), self._all_ctx.size - 1)
-        found = self._all_ctx[j] == keys
-        total = np.where(found, self._all_total[j], 1.0)
-        g = np.where(found, self._all_discount[j] * self._all_types[j] / total, 1.0)
-        after = np.append(np.cumprod(g[::-1])[::-1][1:], 1.0)  # prod of g over the higher orders
-        j, types = j[found], self._all_types[j[found]]
-        idx = np.repeat(self._all_start[j] - np.cumsum(types) + types, types) + np.arange(types.sum())
-        weights = self._all_kept[idx] * np.repeat(after[found] / total[found], types)
-        return np.bincount(self._all_next[idx], weights, minlength=vocab) + (after[0] * g[0]) * base
+            return row
+        all_ctx = self._all_ctx
+        for key, j in zip(keys, all_ctx.searchsorted(keys).tolist()):  # lowest order first
+            if j == all_ctx.size or all_ctx[j] != key:
+                continue  # a context never seen: P_m = P_{m-1}
+            start, types = self._all_start[j], self._all_types[j]
+            row *= self._all_discount[j] * types
+            row[self._all_next[start:start + types]] += self._all_kept[start:start + types]
+            row /= self._all_total[j]
+        return row
 
     def __call__(self, tokens: object) -> np.ndarray:
         """Next-token distributions, shape ``(n, V)``: row ``i`` given ``tokens[: i + 1]``."""
@@ -287,6 +317,8 @@ class NGramModel:
             tokens = as_tokens(tokens, "tokens", self.vocab_size)  # the slow path says what is wrong
         if tokens.size == 0:
             return np.zeros((0, self.vocab_size))
+        if not self._ready:
+            self._prepare()
         contexts = self._contexts(tokens)
         if tokens.size > 64:  # long inputs (evaluation): compute in chunks, bypass the cache
             return np.concatenate([self._batch(contexts[i:i + 4096]) for i in range(0, tokens.size, 4096)])
@@ -361,11 +393,18 @@ class NGramModel:
         return float(-np.log2(self.next_token_probability(tokens)).mean())
 
 
+@functools.lru_cache(maxsize=2)
+def _training_counts(domain: str, heldout_fraction: float) -> _StringCounts:
+    vocab = shared_vocabulary()
+    return _StringCounts(vocab.encode(load_corpus(domain, heldout_fraction).train), vocab.size)
+
+
 @functools.lru_cache(maxsize=16)
 def train_ngram(domain: str, order: int, heldout_fraction: float = 0.1) -> NGramModel:
     """An n-gram model of ``order`` trained on the training part of a domain's corpus.
 
-    Cached: the same arguments return the same (already trained) model.
+    Cached: the same arguments return the same (already trained) model, and models of
+    different orders on the same domain share their counting work.
 
     Examples
     --------
@@ -373,8 +412,9 @@ def train_ngram(domain: str, order: int, heldout_fraction: float = 0.1) -> NGram
     >>> model.order, model.vocab_size
     (3, 97)
     """
-    corpus = load_corpus(domain, heldout_fraction)
-    return NGramModel(shared_vocabulary().encode(corpus.train), order)
+    order = as_int(order, "order", minimum=1)
+    counts = _training_counts(domain, heldout_fraction)
+    return NGramModel(counts.tokens, order, _counts=counts)
 
 
 def ngram_pair(domain: str, draft_order: int = 3, target_order: int = 7) -> tuple[NGramModel, NGramModel]:
@@ -394,6 +434,22 @@ def ngram_pair(domain: str, draft_order: int = 3, target_order: int = 7) -> tupl
     return train_ngram(domain, target_order), train_ngram(domain, draft_order)
 
 
+@functools.lru_cache(maxsize=4)
+def _heldout_tokens(domain: str, heldout_fraction: float) -> np.ndarray:
+    tokens = shared_vocabulary().encode(load_corpus(domain, heldout_fraction).heldout)
+    tokens.flags.writeable = False
+    return tokens
+
+
 def heldout_cross_entropy(model: NGramModel, domain: str, heldout_fraction: float = 0.1) -> float:
-    """Bits per character of ``model`` on the held-out part of a domain's corpus."""
-    return model.cross_entropy(shared_vocabulary().encode(load_corpus(domain, heldout_fraction).heldout))
+    """Bits per character of ``model`` on the held-out part of a domain's corpus.
+
+    Examples
+    --------
+    >>> bits = heldout_cross_entropy(train_ngram("code", 2), "code")
+    >>> bool(2.0 < bits < 6.6)    # better than uniform over 97 symbols (6.6 bits)
+    True
+    """
+    if not isinstance(model, NGramModel):
+        raise TypeError(f"model: expected an NGramModel, got {type(model).__name__}")
+    return model.cross_entropy(_heldout_tokens(domain, heldout_fraction))

@@ -315,6 +315,97 @@ def expected_tokens_renewal(beta: np.ndarray, k: int) -> float:
     return float(n / blocks[0])
 
 
+def batch_means_interval(values: object, n_batches: int = 20, level: float = 0.95):
+    """Confidence interval for the mean of a *correlated* sequence, by batch means.
+
+    Successive blocks of a generation, or successive positions of a text, are not
+    independent (correct runs cluster), so the Student-t interval over single values is too
+    narrow.  Cut the sequence into ``n_batches`` consecutive batches; when a batch is much
+    longer than the correlation, the batch means are nearly independent and the Student-t
+    interval over them (:func:`speclib.stats.mean_confidence_interval`) has about the stated
+    coverage.  The interval is centred on the mean of all the values.
+
+    Parameters
+    ----------
+    values : array_like of real, shape (n,)
+    n_batches : int, default 20
+        At least 2 and at most ``n``.
+    level : float in (0, 1), default 0.95
+
+    Returns
+    -------
+    speclib.stats.ConfidenceInterval
+
+    Examples
+    --------
+    >>> ci = batch_means_interval([1.0, 2.0] * 50, n_batches=10)
+    >>> ci.mean, ci.low == ci.high == 1.5
+    (1.5, True)
+    """
+    from .stats import ConfidenceInterval, mean_confidence_interval
+
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"values: expected an array of real numbers, got {type(values).__name__}") from None
+    n_batches = as_int(n_batches, "n_batches", minimum=2)
+    if arr.ndim != 1 or arr.size < n_batches:
+        raise ValueError(f"values: expected a 1-D sequence of at least n_batches = {n_batches} values, "
+                         f"got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("values: contains NaN or an infinite value")
+    means = [batch.mean() for batch in np.array_split(arr, n_batches)]
+    ci = mean_confidence_interval(means, level)
+    mean = float(arr.mean())
+    return ConfidenceInterval(mean, mean - (ci.mean - ci.low), mean + (ci.high - ci.mean), ci.level)
+
+
+def repeating_tail(tokens: object, max_period: int = 16) -> tuple[np.ndarray, int]:
+    """The loop a generation ended in: the shortest unit that the end of ``tokens`` repeats.
+
+    Returns ``(unit, length)``: the text's last ``length`` tokens are ``unit`` repeated
+    (the first copy possibly cut), and ``length`` is the longest such stretch over the periods
+    up to ``max_period``.  A stretch counts only if it holds at least two copies of the unit;
+    when none does, ``length`` is 0 and ``unit`` is empty.
+
+    Examples
+    --------
+    >>> unit, length = repeating_tail([5, 1, 2, 3, 1, 2, 3, 1, 2, 3])
+    >>> unit.tolist(), length
+    ([1, 2, 3], 9)
+    >>> repeating_tail([1, 2, 3])[1]
+    0
+    """
+    tokens = as_tokens(tokens, "tokens")
+    max_period = as_int(max_period, "max_period", minimum=1)
+    best_unit, best_length = tokens[:0], 0
+    for period in range(1, min(max_period, tokens.size // 2) + 1):
+        same = tokens[period:] == tokens[:-period]  # same[i]: token i + period repeats token i
+        broken = np.flatnonzero(~same)
+        length = period + int(same.size - (broken[-1] + 1) if broken.size else same.size)
+        if length >= 2 * period and length > best_length:
+            best_unit, best_length = tokens[-period:], length
+    return best_unit, best_length
+
+
+def markdown_table(header: list, rows: list) -> str:
+    """A Markdown table from column names and rows of cells (shown with ``IPython.display.Markdown``).
+
+    Examples
+    --------
+    >>> print(markdown_table(["a", "b"], [[1, "x"]]))
+    | a | b |
+    | --- | --- |
+    | 1 | x |
+    """
+    header = [str(cell) for cell in header]
+    for i, row in enumerate(rows):
+        if len(row) != len(header):
+            raise ValueError(f"rows: row {i} has {len(row)} cells, the header {len(header)}")
+    lines = [header, ["---"] * len(header)] + [[str(cell) for cell in row] for row in rows]
+    return "\n".join("| " + " | ".join(line) + " |" for line in lines)
+
+
 # ------------------------------------------------------------------------------- rendering
 #: ANSI styles: accepted drafts green, corrections white on red, bonus tokens white on blue.
 ANSI_STYLES = {ACCEPTED: "\033[32m", CORRECTED: "\033[1;37;41m", BONUS: "\033[1;37;44m"}
@@ -361,6 +452,8 @@ def to_html(trace: Trace, vocab) -> str:
     """The prompt and the new text as an HTML ``<pre>`` block, new tokens shaded by kind.
 
     Display it in a notebook with ``IPython.display.HTML``.  The prompt is shown in bold.
+    Long runs of spaces wrap like words (CSS ``break-spaces``), so a loop of spaces that
+    greedy decoding falls into stays visible instead of running off the page.
     """
     trace = _check_trace(trace)
     spans = [f"<b>{html.escape(vocab.decode(trace.prompt))}</b>"]
@@ -369,4 +462,4 @@ def to_html(trace: Trace, vocab) -> str:
                      f'title="{kind}">{html.escape(text)}</span>')
     legend = " ".join(f'<span style="background:{HTML_COLOURS[k]};padding:0 0.4em">{k}</span>' for k in KINDS)
     return (f'<div class="spec-trace"><div style="font-size:90%">{legend}</div>'
-            f'<pre style="white-space:pre-wrap;line-height:1.35">{"".join(spans)}</pre></div>')
+            f'<pre style="white-space:break-spaces;line-height:1.35">{"".join(spans)}</pre></div>')

@@ -131,6 +131,14 @@ def test_unknown_prompt_characters_are_reported():
     assert out.returncode == 0 and "outside the vocabulary" in out.stderr
 
 
+def test_a_console_that_is_not_utf8_gets_question_marks_not_a_crash():
+    # The unknown symbol and the arrow of a corrected newline are not ASCII.
+    out = run("generate", "--prompt", "caf\u00e9 ", "--new-tokens", "60", "--color", "always",
+              env={"PYTHONIOENCODING": "ascii"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("caf? ") and "Traceback" not in out.stderr
+
+
 def test_works_from_a_fresh_copy_outside_the_repository(tmp_path):
     """The package alone, away from the repository, needs nothing but Python's own files."""
     site = tmp_path / "site"

@@ -93,6 +93,17 @@ def test_training_is_deterministic():
     assert train_ngram("prose", 5) is train_ngram("prose", 5)
 
 
+def test_models_sharing_counts_equal_models_trained_alone():
+    """train_ngram shares the counting work between orders; the models must not notice."""
+    text = VOCAB.encode(load_corpus("code").train)
+    probe = VOCAB.encode(load_corpus("code").heldout[:400])
+    for order in (1, 4, 7):
+        shared, alone = train_ngram("code", order), NGramModel(text, order)
+        assert shared.discounts == alone.discounts
+        np.testing.assert_array_equal(shared(probe), alone(probe))
+        np.testing.assert_array_equal(shared.next_token_probability(probe), alone.next_token_probability(probe))
+
+
 @pytest.mark.parametrize("domain, order", sorted(CE_BOUNDS))
 def test_heldout_cross_entropy_below_bound(domain, order):
     assert heldout_cross_entropy(train_ngram(domain, order), domain) < CE_BOUNDS[(domain, order)]
@@ -180,3 +191,9 @@ def test_bad_calls_are_named():
         model.cross_entropy([0])
     with pytest.raises(ValueError, match="domain"):
         ngram_pair("poetry")
+    with pytest.raises(ValueError, match="domain"):
+        train_ngram("poetry", 3)
+    with pytest.raises(ValueError, match="order"):
+        train_ngram("code", 0)
+    with pytest.raises(TypeError, match="model"):
+        heldout_cross_entropy("a model", "code")

@@ -13,7 +13,8 @@ from speclib.ngram import ngram_pair
 from speclib.render import (ACCEPTED, BONUS, CORRECTED, KINDS, Trace, acceptance_by_position,
                             acceptance_probabilities, ansi_legend, expected_tokens_along_text,
                             expected_tokens_renewal, implied_acceptance_correlation, pooled_acceptance,
-                            to_ansi, to_html, trace_betas, trace_generation, verified_betas)
+                            to_ansi, to_html, trace_betas, trace_generation, verified_betas,
+                            batch_means_interval, markdown_table, repeating_tail)
 from speclib.sampling import acceptance_rate
 from speclib.theory import expected_tokens_per_pass
 
@@ -220,3 +221,86 @@ def test_pooled_acceptance_pools_runs():
     assert abs(pooled - alpha) < 0.05  # ~1200 verified drafts: about 3.5 standard errors
     with pytest.raises(ValueError, match="prompts"):
         pooled_acceptance(target, draft, [], 10, k=2)
+
+
+# --------------------------------------------------- batch means, loops, Markdown tables
+def ar1(rng, n, phi):
+    """A stationary AR(1) sequence with mean 0: neighbours correlated with coefficient ``phi``."""
+    x = np.empty(n)
+    x[0] = rng.normal() / np.sqrt(1 - phi**2)
+    noise = rng.normal(size=n)
+    for i in range(1, n):
+        x[i] = phi * x[i - 1] + noise[i]
+    return x
+
+
+def test_batch_means_interval_covers_the_mean_of_a_correlated_sequence():
+    """Seeded: 300 AR(1) sequences (phi = 0.6) of 2000 values, true mean 0.
+
+    Batch means should cover 0 about 95% of the time; we require at least 90%.  Negative
+    control: the Student-t interval over single values, which assumes independence, covers
+    only about 67% (its half-width is too small by a factor of 2); we require at most 80%.
+    """
+    from speclib.stats import mean_confidence_interval
+
+    rng = np.random.default_rng(2024)
+    batch = naive = 0
+    for _ in range(300):
+        x = ar1(rng, 2000, 0.6)
+        ci = batch_means_interval(x)
+        batch += ci.low <= 0 <= ci.high
+        single = mean_confidence_interval(x)
+        naive += single.low <= 0 <= single.high
+        assert ci.mean == pytest.approx(x.mean())
+    assert batch / 300 >= 0.90
+    assert naive / 300 <= 0.80
+
+
+def test_batch_means_interval_matches_student_t_on_batch_means():
+    from speclib.stats import mean_confidence_interval
+
+    x = np.arange(40.0)
+    ci = batch_means_interval(x, n_batches=4, level=0.9)
+    ref = mean_confidence_interval([4.5, 14.5, 24.5, 34.5], 0.9)
+    assert (ci.mean, ci.level) == (19.5, 0.9)
+    assert ci.high - ci.low == pytest.approx(ref.high - ref.low)
+
+
+@pytest.mark.parametrize("values, kwargs, error, match", [
+    ([1.0] * 5, dict(n_batches=10), ValueError, "values"),
+    ([1.0, np.nan] * 20, {}, ValueError, "NaN"),
+    ([[1.0] * 30], {}, ValueError, "1-D"),
+    ([1.0] * 30, dict(n_batches=1), ValueError, "n_batches"),
+    ("abc", {}, TypeError, "values"),
+])
+def test_batch_means_interval_validates(values, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        batch_means_interval(values, **kwargs)
+
+
+def test_repeating_tail_finds_the_loop():
+    unit, length = repeating_tail(VOCAB.encode("The end of it all" + " ab" * 10))
+    assert VOCAB.decode(unit) == " ab" and length == 30
+    unit, length = repeating_tail(VOCAB.encode("x = 1" + " " * 40))
+    assert VOCAB.decode(unit) == " " and length == 40
+    # Negative control: text that does not end in a loop.
+    assert repeating_tail(VOCAB.encode("no loop at the end here"))[1] == 0
+    assert repeating_tail([])[1] == 0
+    with pytest.raises(ValueError, match="max_period"):
+        repeating_tail([1, 1], max_period=0)
+
+
+def test_greedy_ngram_generation_ends_in_a_loop():
+    from speclib.warping import greedy_generate
+
+    target, _ = ngram_pair("prose")
+    tokens, _ = greedy_generate(target, VOCAB.encode("The "), 200)
+    unit, length = repeating_tail(tokens)
+    assert length >= 100 and 1 <= unit.size <= 16
+
+
+def test_markdown_table():
+    assert markdown_table(["x", "y"], [[1, 2.5], ["a", "b"]]).splitlines() == [
+        "| x | y |", "| --- | --- |", "| 1 | 2.5 |", "| a | b |"]
+    with pytest.raises(ValueError, match="row 0"):
+        markdown_table(["x", "y"], [[1]])

@@ -95,3 +95,15 @@ def test_check_interpolated_row(capsys):
     zero_for_unseen = lambda c, low, d: c / c.sum()  # noqa: E731
     with pytest.raises(checks.ExerciseError, match="0 to a token"):
         checks.check_interpolated_row(zero_for_unseen)
+
+
+def test_a_failing_check_does_not_show_the_answer():
+    """A failed check prints a traceback with the lines around the call: no reference formula there."""
+    import inspect
+
+    by_position = inspect.getsource(checks.check_acceptance_by_position)
+    row = inspect.getsource(checks.check_interpolated_row)
+    assert "len(block)" not in by_position and "count_nonzero" not in row
+    # Negative control: the reference answers do contain them (so the test looks for the right thing).
+    assert "len(block)" in inspect.getsource(checks._by_position_reference)
+    assert "count_nonzero" in inspect.getsource(checks._interpolated_row_reference)
