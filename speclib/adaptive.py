@@ -204,8 +204,11 @@ class FallbackMonitor:
     The monitor keeps the outcomes of the last ``window`` *verified* drafts (accepted ones,
     and the first rejected one of each block).  Once it has ``min_samples`` of them, it
     speculates only while their acceptance rate exceeds the cost ratio ``c``, the
-    break-even of :func:`speculation_pays`.  While falling back it drafts nothing, except one
-    probe token every ``probe_every`` plain steps, so that it notices when acceptance recovers.
+    break-even of :func:`speculation_pays`.  After ``probe_every`` plain steps in a row it
+    drafts one probe token, so that it notices when acceptance recovers.  A plain step is
+    one where the monitor has fallen back, or where the wrapped controller itself chose
+    ``k = 0`` (a controller that stops drafting would otherwise never learn again).  The
+    wrapped controller is told the outcome of every step, probes included.
 
     Parameters
     ----------
@@ -216,7 +219,7 @@ class FallbackMonitor:
     window : int, default 40
         How many verified drafts the rolling estimate covers.
     probe_every : int, default 10
-        Plain steps between two probes while falling back.
+        Plain steps in a row before a one-token probe.
     min_samples : int, default 10
         Verified drafts needed before the monitor may fall back.
 
@@ -225,7 +228,8 @@ class FallbackMonitor:
     speculating : bool
         The current mode.
     history : list of bool
-        The mode at every step so far (True: speculative, or a probe; False: plain).
+        Every step so far: True if it was allowed to draft (speculative, or a probe), False
+        for a plain step.
     estimates : list of float
         The rolling acceptance estimate after every step (nan before the first verified draft).
     """
@@ -248,6 +252,7 @@ class FallbackMonitor:
         self.history: list[bool] = []
         self.estimates: list[float] = []
         self._probing = False
+        self._plain = False  # the step being decoded drafts nothing
         self.name = f"{controller.name} + fallback"
 
     @property
@@ -256,35 +261,25 @@ class FallbackMonitor:
         return float(np.mean(self.outcomes)) if self.outcomes else float("nan")
 
     def draft_length(self) -> int:
-        if self.speculating:
-            self._probing = False
-            return self.controller.draft_length()
-        self._probing = self.plain_steps >= self.probe_every
-        return 1 if self._probing else 0
+        k = self.controller.draft_length() if self.speculating else 0
+        # A plain step, the monitor's choice or the wrapped controller's: probe now and then.
+        self._probing = k == 0 and self.plain_steps >= self.probe_every
+        self._plain = k == 0 and not self._probing
+        return 1 if self._probing else k
 
     def keep_drafting(self, p: np.ndarray, x: int) -> bool:
         return True if self._probing else self.controller.keep_drafting(p, x)
 
     def update(self, n_drafted: int, n_accepted: int) -> None:
-        self.history.append(self.speculating or self._probing)
-        self._update(n_drafted, n_accepted)
+        self.history.append(not self._plain)
+        self.controller.update(n_drafted, n_accepted)
+        self.plain_steps = self.plain_steps + 1 if self._plain else 0
+        if n_drafted > 0:
+            # Verified drafts: the accepted ones and the first rejected one.
+            self.outcomes.extend([True] * n_accepted + [False] * int(n_accepted < n_drafted))
+            if len(self.outcomes) >= self.min_samples:
+                self.speculating = speculation_pays(self.alpha_estimate, self.c)
         self.estimates.append(self.alpha_estimate)
-
-    def _update(self, n_drafted: int, n_accepted: int) -> None:
-        if self.speculating:
-            self.controller.update(n_drafted, n_accepted)
-        if n_drafted == 0:
-            self.plain_steps += 0 if self.speculating else 1
-            return
-        if self._probing:
-            self.plain_steps = 0
-        # Verified drafts: the accepted ones and the first rejected one.
-        self.outcomes.extend([True] * n_accepted + [False] * int(n_accepted < n_drafted))
-        if len(self.outcomes) >= self.min_samples:
-            was_speculating = self.speculating
-            self.speculating = speculation_pays(self.alpha_estimate, self.c)
-            if was_speculating and not self.speculating:
-                self.plain_steps = 0
 
     def __repr__(self) -> str:
         return f"FallbackMonitor({self.controller!r}, c={self.c}, window={self.window})"
@@ -612,6 +607,16 @@ class Comparison:
         return max(names, key=lambda n: self.speedup[n][i])
 
 
+def _never_falls_back(monitor: FallbackMonitor, run: AdaptiveStats) -> bool:
+    """Whether ``monitor`` (wrapping the fixed ``k`` of ``run``) would speculate at every step of ``run``."""
+    for drafted, accepted in zip(run.k_per_step, run.accepted_per_step):
+        if not monitor.speculating:
+            return False
+        monitor.draft_length()
+        monitor.update(drafted, accepted)
+    return True
+
+
 #: Name of the hindsight oracle in a :class:`Comparison`.
 ORACLE = "oracle (hindsight)"
 
@@ -669,15 +674,20 @@ def compare_controllers(
             verified = sum(getattr(r, "draft_verified", 0) for r in runs)
             out["acceptance"][name][i] = sum(getattr(r, "accepted", 0) for r in runs) / verified if verified else np.nan
 
-    def run_all(make: Callable[[], Controller]) -> list[AdaptiveStats]:
-        return [adaptive_generate(target, draft, prompt, n_tokens, make(), seed + j)[1]
+    def run_all(make: Callable[[], Controller], reuse: list[AdaptiveStats] | None = None) -> list[AdaptiveStats]:
+        # With common random numbers a monitor that would never fall back on a fixed-k run
+        # reproduces that run exactly, so its replay stands in for a second decoding.
+        return [reuse[j] if reuse is not None and _never_falls_back(make(), reuse[j]) else
+                adaptive_generate(target, draft, prompt, n_tokens, make(), seed + j)[1]
                 for j, prompt in enumerate(prompts)]
 
+    fixed_runs = None
     for name, make in makers.items():
         if name in depends_on_c:
-            record(name, [run_all(lambda: make(float(c))) for c in c_values])
+            record(name, [run_all(lambda: make(float(c)), fixed_runs) for c in c_values])
         else:
             runs = run_all(lambda: make(0.0))
+            fixed_runs = runs if name == f"fixed K={k}" else fixed_runs
             record(name, [runs] * c_values.size)
     long_runs = run_all(lambda: FixedK(k_max))
     record(ORACLE, [[hindsight_oracle(r.accepted_per_step, k_max, float(c)) for r in long_runs] for c in c_values])

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -235,13 +235,48 @@ def lookup_block_distribution(target: Callable, prefix: np.ndarray, k: int, n_ma
 # --- Several drafts, recursive rejection (SpecInfer) -------------------------------------------
 
 
+def recursive_rejection_rates(p: np.ndarray, q: np.ndarray, m: int) -> np.ndarray:
+    """Acceptance probability of each of ``m`` candidates, given that the ones before it were rejected.
+
+    Candidate ``j`` is a fresh draw from ``p`` tested against ``r_j``, the residual left by
+    the ``j - 1`` rejections before it (``r_1 = q``): it is kept with probability
+    ``a_j = sum_x min(p(x), r_j(x))``, and on rejection ``r_{j+1} = max(r_j - p, 0) / Z``.
+    ``a_1`` is the acceptance rate ``alpha``; every later ``a_j`` is at most ``p(S)``, the
+    draft's mass on ``S = {x : q(x) > p(x)}``, where all residuals live, and so at most
+    ``alpha``.  Once a residual is used up (nothing left where ``r > p``), the remaining
+    rates are 0.
+
+    Returns
+    -------
+    ndarray of shape (m,)
+
+    Examples
+    --------
+    >>> recursive_rejection_rates([0.6, 0.3, 0.1], [0.2, 0.3, 0.5], 3)
+    array([0.6, 0.1, 0.1])
+    """
+    p = as_distribution(p, "p", ndim=1)
+    q = as_distribution(q, "q", ndim=1)
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same shape, got {p.shape} and {q.shape}")
+    m = as_int(m, "m", minimum=1)
+    rates, r = np.zeros(m), q
+    for j in range(m):
+        rates[j] = np.minimum(p, r).sum()
+        excess = np.maximum(r - p, 0.0)
+        if excess.sum() <= 0.0:
+            break
+        r = excess / excess.sum()
+    return rates
+
+
 def multi_draft_acceptance(p: np.ndarray, q: np.ndarray, m: int) -> float:
     """Probability that one of ``m`` independent draws from ``p`` is accepted by recursive rejection.
 
-    Candidate ``j`` is tested against ``r_j``, the residual left after the ``j - 1`` before
-    it were rejected (``r_1 = q``); it is accepted with probability
-    ``sum_x min(p(x), r_j(x))``, and on rejection ``r_{j+1} = max(r_j - p, 0) / Z``.  With
-    ``m = 1`` this is the acceptance rate ``alpha``.
+    ``1 - prod_j (1 - a_j)`` with the rates ``a_j`` of :func:`recursive_rejection_rates`.
+    With ``m = 1`` this is the acceptance rate ``alpha``; it never exceeds
+    ``1 - (1 - alpha)**m``, since every candidate after the first is accepted with
+    probability at most ``alpha``.
 
     Examples
     --------
@@ -250,20 +285,7 @@ def multi_draft_acceptance(p: np.ndarray, q: np.ndarray, m: int) -> float:
     >>> multi_draft_acceptance([0.5, 0.5, 0.0], [0.25, 0.25, 0.5], 3)
     0.5
     """
-    p = as_distribution(p, "p", ndim=1)
-    q = as_distribution(q, "q", ndim=1)
-    if p.shape != q.shape:
-        raise ValueError(f"p and q must have the same shape, got {p.shape} and {q.shape}")
-    m = as_int(m, "m", minimum=1)
-    r, rejected = q, 1.0
-    for _ in range(m):
-        a = float(np.minimum(p, r).sum())
-        rejected *= 1.0 - a
-        excess = np.maximum(r - p, 0.0)
-        if excess.sum() <= 0.0:
-            break
-        r = excess / excess.sum()
-    return 1.0 - rejected
+    return float(1.0 - np.prod(1.0 - recursive_rejection_rates(p, q, m)))
 
 
 def multi_draft_verify(
@@ -280,8 +302,13 @@ def multi_draft_verify(
     offer their next token in turn.  Candidate ``j`` is kept with probability
     ``min(1, r(x)/p(x))``; if rejected, ``r`` becomes the residual ``max(r - p, 0)/Z`` for
     the next candidate.  When every candidate fails, a token is drawn from the final ``r``
-    and the step ends; when a candidate is kept, only the sequences that carry it (from that
-    candidate on) stay alive.  All ``k`` kept: a bonus token from the target.
+    and the step ends; when a candidate is kept, every sequence that carries it stays alive
+    (in a token tree they share that node).  All ``k`` kept: a bonus token from the target.
+
+    Candidates are tested one by one even when two sequences propose the same token: the
+    argument needs each candidate to be a fresh draw from ``p``.  A sequence whose copy of
+    the kept token was rejected a moment earlier still goes on: its next token is a fresh
+    draw too, since a rejection depends only on the token it tested and on a uniform draw.
 
     Parameters
     ----------
@@ -327,7 +354,7 @@ def multi_draft_verify(
             return Verification(np.array(kept + [sample_token(fix, rng)]), depth)
         x = drafts[winner, depth]
         kept.append(int(x))
-        alive = [j for j in alive if j >= winner and drafts[j, depth] == x]
+        alive = [j for j in alive if drafts[j, depth] == x]
     return Verification(np.array(kept + [sample_token(q_target[alive[0], k], rng)]), k)
 
 
@@ -414,11 +441,11 @@ def multi_draft_block_distribution(target: Callable, draft: Callable, prefix: np
             return
         p, r = rows[drafts[alive[0]]][0][depth], rows[drafts[alive[0]]][1][depth]
         q0 = r
-        for idx, j in enumerate(alive):
+        for j in alive:
             x = drafts[j][depth]
             a = min(1.0, r[x] / p[x])
             if a > 0:
-                walk(drafts, [i for i in alive[idx:] if drafts[i][depth] == x], kept + (x,), depth + 1, mass * a)
+                walk(drafts, [i for i in alive if drafts[i][depth] == x], kept + (x,), depth + 1, mass * a)
             mass *= 1.0 - a
             if mass == 0.0:
                 return
@@ -492,6 +519,65 @@ def typical_first_token(p: np.ndarray, q: np.ndarray, epsilon: float, delta: flo
     keep = q > np.asarray(typical_threshold(q, epsilon, delta))[..., None]
     kept = np.where(keep, p, 0.0)
     return kept + (1.0 - kept.sum(axis=-1, keepdims=True)) * q
+
+
+class TypicalAcceptance(NamedTuple):
+    """Per-position acceptance of the typical rule set against the ratio rule's (row by row)."""
+
+    typical: np.ndarray | float  #: ``sum_x p(x) 1[q(x) > t]``
+    ratio: np.ndarray | float  #: ``alpha = sum_x min(p(x), q(x))``
+    gained: np.ndarray | float  #: ``sum_{q(x) > t} max(p(x) - q(x), 0)``: kept by the threshold, often rejected by the ratio
+    lost: np.ndarray | float  #: ``sum_{q(x) <= t} min(p(x), q(x))``: sometimes kept by the ratio, never by the threshold
+
+
+def typical_acceptance(p: np.ndarray, q: np.ndarray, epsilon: float, delta: float) -> TypicalAcceptance:
+    """How often typical acceptance keeps a draft from ``p``, split against the ratio rule.
+
+    ``typical = ratio + gained - lost``: above the threshold ``t`` the rule keeps every
+    draft, gaining the mass ``p - q`` that the ratio rule rejects where the draft
+    over-proposes; at or below ``t`` it keeps none, losing the ``min(p, q)`` that the ratio
+    rule keeps there.  Which term wins depends on where the draft's excess mass sits.
+
+    Examples
+    --------
+    >>> [round(float(v), 3) for v in typical_acceptance([0.6, 0.2, 0.2], [0.9, 0.08, 0.02], 0.09, 0.3)]
+    [0.6, 0.7, 0.0, 0.1]
+    """
+    p = as_distribution(p, "p")
+    q = as_distribution(q, "q")
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same shape, got {p.shape} and {q.shape}")
+    epsilon, delta = _check_typical(epsilon, delta)
+    above = q > np.asarray(typical_threshold(q, epsilon, delta))[..., None]
+    parts = (np.where(above, p, 0.0), np.minimum(p, q), np.where(above, np.maximum(p - q, 0.0), 0.0),
+             np.where(above, 0.0, np.minimum(p, q)))
+    sums = [part.sum(axis=-1) for part in parts]
+    return TypicalAcceptance(*(float(v) if np.ndim(v) == 0 else v for v in sums))
+
+
+def text_acceptance(target: Callable, draft: Callable, tokens: np.ndarray, start: int) -> float:
+    """Mean ratio-rule acceptance ``sum_x min(p, q)`` at the positions of ``tokens[start:]``.
+
+    How easy a text is to speculate on: for each position from ``start`` on, the chance
+    that a draft token sampled there would be accepted by the exact rule, given the text
+    before it.  Comparing it on the outputs of two decoders separates "accepts more in the
+    same contexts" from "writes text whose contexts are easier", which a lossy rule can do.
+
+    Examples
+    --------
+    >>> from speclib.models import markov_pair
+    >>> target, draft = markov_pair(vocab_size=4, draft_noise=0.0, seed=0)
+    >>> text_acceptance(target, draft, [0, 1, 2, 3], start=1)
+    1.0
+    """
+    vocab = _check_pair(target, draft)
+    tokens = as_tokens(tokens, "tokens", vocab, allow_empty=False)
+    start = as_int(start, "start", minimum=1)
+    if start >= tokens.size:
+        raise ValueError(f"start: must be below the text length {tokens.size}, got {start}")
+    rows = slice(start - 1, tokens.size - 1)  # row i predicts token i + 1
+    q, p = np.asarray(target(tokens))[rows], np.asarray(draft(tokens))[rows]
+    return float(np.minimum(p, q).sum(axis=1).mean())
 
 
 def typical_block_distribution(target: Callable, draft: Callable, prefix: np.ndarray, k: int, *,

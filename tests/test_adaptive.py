@@ -432,3 +432,79 @@ def test_check_theory_controller(capsys):
         check_theory_controller(always_four)
     with pytest.raises(ExerciseError, match="draft_length"):
         check_theory_controller(lambda c, window: object())
+
+
+# --- the monitor around a controller that may choose k = 0 (review of chapter 12) ------------
+
+
+class _ZeroAfterRejection:
+    """Drafts 2 tokens until a draft is rejected, then asks for k = 0 until one is accepted."""
+
+    name = "zero after a rejection"
+
+    def __init__(self):
+        self.last_ok = True
+
+    def draft_length(self):
+        return 2 if self.last_ok else 0
+
+    def keep_drafting(self, p, x):
+        return True
+
+    def update(self, n_drafted, n_accepted):
+        if n_drafted:
+            self.last_ok = n_accepted > 0
+
+
+def test_monitor_probes_when_the_wrapped_controller_chooses_zero():
+    mon = FallbackMonitor(_ZeroAfterRejection(), c=0.1, window=10, probe_every=3, min_samples=10)
+    assert mon.draft_length() == 2
+    mon.update(2, 0)  # rejected: the wrapped controller now asks for k = 0; too few samples to fall back
+    assert mon.speculating
+    ks = []
+    for _ in range(4):
+        ks.append(mon.draft_length())
+        mon.update(ks[-1], 0)
+    assert ks == [0, 0, 0, 1]  # plain steps chosen by the controller are counted, then a probe
+    assert mon.history[-4:] == [False, False, False, True]
+    assert mon.draft_length() == 0  # the probe was rejected: the controller still says 0
+    mon.update(0, 0)
+    for _ in range(2):
+        mon.draft_length()
+        mon.update(0, 0)
+    assert mon.draft_length() == 1
+    mon.update(1, 1)  # an accepted probe reaches the wrapped controller
+    assert mon.controller.last_ok and mon.draft_length() == 2
+    # Negative control: the bare controller, once at k = 0, never drafts again.
+    bare = _ZeroAfterRejection()
+    bare.update(2, 0)
+    target, draft = small_pair()
+    _, st = adaptive_generate(target, draft, [0], 40, bare, rng=0)
+    assert max(st.k_per_step) == 0
+    _, st = adaptive_generate(target, draft, [0], 40, FallbackMonitor(_ZeroAfterRejection(), c=0.1, probe_every=3), rng=0)
+    assert max(st.k_per_step) > 0
+
+
+def test_monitor_around_a_zero_choosing_controller_is_exact():
+    target, draft = small_pair()
+    mon = FallbackMonitor(_ZeroAfterRejection(), c=0.1, window=3, probe_every=1, min_samples=3)
+    dist = controlled_sequence_distribution(target, draft, [0], 4, mon)
+    assert np.abs(dist - target_sequence_distribution(target, [0], 4)).max() < TOLERANCE
+
+
+def test_compare_controllers_shortcut_equals_running_the_monitor():
+    from speclib.adaptive import compare_controllers
+
+    target, draft = markov_pair(vocab_size=16, draft_noise=0.6, seed=2, concentration=0.1)
+    prompts, c_values = [[0], [5], [9]], [0.0, 0.3, 0.45, 0.7]
+    cmp = compare_controllers(target, draft, prompts, 150, c_values, seed=3)
+    fell_back = []
+    for i, c in enumerate(c_values):
+        runs = []
+        for j, prompt in enumerate(prompts):
+            mon = FallbackMonitor(FixedK(4), c)
+            runs.append(adaptive_generate(target, draft, prompt, 150, mon, rng=3 + j)[1])
+            fell_back.append(not all(mon.history))
+        want = sum(r.tokens_generated for r in runs) / sum(r.walltime(c) for r in runs)
+        assert cmp.speedup["fixed K=4 + fallback"][i] == pytest.approx(want, rel=1e-12)
+    assert any(fell_back) and not all(fell_back)  # both branches of the shortcut were exercised

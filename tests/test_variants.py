@@ -40,8 +40,10 @@ from speclib.variants import (
     multi_draft_generate,
     multi_draft_verify,
     recurrent_pair,
+    recursive_rejection_rates,
     sequence_distribution,
     total_variation,
+    typical_acceptance,
     typical_block_distribution,
     typical_first_token,
     typical_threshold,
@@ -161,7 +163,7 @@ def test_multi_draft_acceptance_matches_sampling():
     assert abs(hits / n - want) < 4 * np.sqrt(want * (1 - want) / n)
 
 
-@pytest.mark.parametrize("k, m", [(1, 2), (1, 3), (2, 2)])
+@pytest.mark.parametrize("k, m", [(1, 2), (1, 3), (2, 2), (2, 3)])
 def test_multi_draft_is_exact_by_enumeration(k, m):
     target, draft = small_pair()
     for prefix in ([0], [2]):
@@ -500,3 +502,122 @@ def test_check_keep_after_step(capsys):
         check_keep_after_step(lambda n, a: n)
     with pytest.raises(ExerciseError, match="whole number"):
         check_keep_after_step(lambda n, a: n + a + 0.0)
+
+
+# --- recursive rejection against the paper's algorithm (review of chapter 13) ----------------
+
+
+def _specinfer_one_position(p, q, m, recursive=True):
+    """Written from SpecInfer's multi-step speculative sampling, independently of speclib.variants.
+
+    m candidates drawn i.i.d. from p; candidate s is kept with probability
+    min(1, r(x_s) / p(x_s)); after a rejection r <- norm(max(0, r - p)); if all fail, the
+    token is drawn from the final r.  Returns the exact distribution of the emitted token.
+    """
+    vocab = len(p)
+    out = np.zeros(vocab)
+    for cands in np.ndindex(*(vocab,) * m):
+        mass = np.prod([p[x] for x in cands])
+        r = q.copy()
+        for x in cands:
+            if mass == 0:
+                break
+            keep = min(1.0, r[x] / p[x])
+            out[x] += mass * keep
+            mass *= 1 - keep
+            if recursive:
+                excess = np.maximum(r - p, 0)
+                r = excess / excess.sum() if excess.sum() > 0 else r
+        final = r if recursive else np.maximum(q - p, 0) / np.maximum(q - p, 0).sum()
+        out += mass * final
+    return out
+
+
+def test_specinfer_one_position_by_hand_and_the_implementation_agree():
+    rng = np.random.default_rng(21)
+    for _ in range(5):
+        p, q = rng.dirichlet(np.ones(4)), rng.dirichlet(np.ones(4) * 0.5)
+        for m in (1, 2, 3):
+            emitted = _specinfer_one_position(p, q, m)
+            np.testing.assert_allclose(emitted, q, atol=TOLERANCE)
+            # the implementation's enumeration: first token of a k = 1 step
+            model_q, model_p = MarkovModel(np.tile(q, (4, 1))), MarkovModel(np.tile(p, (4, 1)))
+            blocks = multi_draft_block_distribution(model_q, model_p, [0], 1, m)
+            first = np.zeros(4)
+            for block, prob in blocks.items():
+                first[block[0]] += prob
+            np.testing.assert_allclose(first, q, atol=TOLERANCE)
+            # acceptance: the chance that the block holds a kept draft (length 2)
+            kept = sum(prob for block, prob in blocks.items() if len(block) == 2)
+            assert kept == pytest.approx(multi_draft_acceptance(p, q, m), abs=1e-12)
+    # negative control: every candidate against q itself is caught by the same enumeration
+    p, q = np.array([0.7, 0.2, 0.1]), np.array([0.2, 0.3, 0.5])
+    assert np.abs(_specinfer_one_position(p, q, 3, recursive=False) - q).max() > DETECTABLE
+
+
+def test_recursive_rejection_never_beats_independent_tries():
+    rng = np.random.default_rng(22)
+    for _ in range(50):
+        p, q = rng.dirichlet(np.ones(6) * 0.7), rng.dirichlet(np.ones(6) * 0.7)
+        alpha, rates = acceptance_rate(p, q), recursive_rejection_rates(p, q, 5)
+        p_s = p[q > p].sum()  # the draft's mass where the residuals live
+        assert rates[0] == pytest.approx(alpha)
+        assert (rates[1:] <= p_s + 1e-12).all() and p_s <= alpha + 1e-12
+        for m in (2, 3, 5):
+            assert multi_draft_acceptance(p, q, m) <= 1 - (1 - alpha) ** m + 1e-12
+    # the faulty rule (every candidate against q) does reach 1 - (1 - alpha)^m, by being biased
+    target, draft = wrong_draft_pair()
+    blocks = multi_draft_block_distribution(target, draft, [0], 1, 3, recursive=False)
+    kept = sum(prob for block, prob in blocks.items() if len(block) == 2)
+    alpha = acceptance_rate(draft([0])[0], target([0])[0])
+    assert kept == pytest.approx(1 - (1 - alpha) ** 3)
+    assert kept > multi_draft_acceptance(draft([0])[0], target([0])[0], 3) + DETECTABLE
+
+
+def test_multi_draft_two_positions_chi_square():
+    target, draft = wrong_draft_pair()
+    want = target_sequence_distribution(target, [0], LENGTH)
+
+    def sampler(recursive):
+        return lambda rng: multi_draft_generate(target, draft, [0], LENGTH, k=2, m=3, rng=rng, recursive=recursive)[0]
+
+    assert chi_square_pvalue(sampler(True), want, seed=5) > ALPHA_LEVEL
+    assert chi_square_pvalue(sampler(False), want, seed=6) < ALPHA_LEVEL
+
+
+def test_typical_acceptance_split():
+    target, draft = markov_pair(vocab_size=8, draft_noise=0.6, seed=2, concentration=0.2)
+    p, q = draft.transition, target.transition
+    for eps in (0.01, 0.09, 0.4):
+        split = typical_acceptance(p, q, eps, np.sqrt(eps))
+        np.testing.assert_allclose(split.typical, split.ratio + split.gained - split.lost, atol=1e-12)
+        np.testing.assert_allclose(split.ratio, acceptance_rate(p, q))
+        kept_mass = np.where(q > typical_threshold(q, eps, np.sqrt(eps))[:, None], p, 0).sum(axis=1)
+        np.testing.assert_allclose(split.typical, kept_mass)
+    # sampled: typical_verify keeps a one-token draft as often as `typical` says (4 standard errors)
+    row, eps, n = 3, 0.4, 4000
+    split = typical_acceptance(p[row], q[row], eps, np.sqrt(eps))
+    rng = np.random.default_rng(7)
+    kept = np.mean([typical_verify([sample_x], p[row][None], q[[row, row]], rng, epsilon=eps,
+                                   delta=np.sqrt(eps)).n_accepted
+                    for sample_x in rng.choice(8, size=n, p=p[row])])
+    bound = 4 * np.sqrt(split.typical * (1 - split.typical) / n)
+    assert abs(kept - split.typical) < bound
+    assert abs(kept - split.ratio) > bound  # negative control: the ratio rule's rate is told apart
+    with pytest.raises(ValueError, match="same shape"):
+        typical_acceptance([0.5, 0.5], [1.0, 0.0, 0.0], 0.1, 0.3)
+
+
+def test_text_acceptance():
+    from speclib.variants import text_acceptance
+
+    target, draft = markov_pair(vocab_size=6, draft_noise=0.5, seed=3)
+    tokens = np.array([0, 3, 1, 5, 5, 2])
+    want = np.mean([acceptance_rate(draft.transition[a], target.transition[a]) for a in tokens[1:-1]])
+    assert text_acceptance(target, draft, tokens, start=2) == pytest.approx(want)
+    # a text that stays in the contexts where the draft is good scores higher than one that avoids them
+    rates = acceptance_rate(draft.transition, target.transition)
+    easy, hard = int(np.argmax(rates)), int(np.argmin(rates))
+    assert text_acceptance(target, draft, [easy] * 6, 1) > text_acceptance(target, draft, [hard] * 6, 1)
+    with pytest.raises(ValueError, match="start"):
+        text_acceptance(target, draft, tokens, start=6)
