@@ -30,9 +30,16 @@ def _ngram(domain: str) -> tuple:
     return ngram_pair(domain)
 
 
+def _neural(domain: str) -> tuple:
+    from .transformer import load_pair
+
+    return load_pair()  # one pair, trained on both domains
+
+
 #: Model pairs by name.  Each loads a (target, draft) pair for a domain.
 PAIRS: dict[str, Pair] = {
     "ngram": Pair(_ngram, "7-gram target and 3-gram draft, Kneser-Ney smoothed"),
+    "neural": Pair(_neural, "the book's small numpy transformers (chapter 9), one pair for both domains"),
 }
 
 DEFAULT_PROMPTS = {"prose": "The ", "code": "def "}

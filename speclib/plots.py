@@ -284,7 +284,8 @@ def plot_sampling_controls(view, ax=None, legend=True):
     ax.set_xlabel("token id")
     ax.set_ylabel("probability")
     ax.set_ylim(0, 1.05)
-    ax.set_title(f"{view.label}\nalpha {view.alpha:.2f} after the controls, {view.alpha_raw:.2f} raw", fontsize=10)
+    ax.set_title(f"{view.label}\nalpha {view.alpha:.2f} after the controls, {view.alpha_raw:.2f} raw",
+                 fontsize=10)
     if legend:
         ax.legend(fontsize=8, loc="upper left")
     return ax

@@ -158,3 +158,11 @@ def test_pairs_registry_loads_a_pair_per_domain():
         for domain in ("prose", "code"):
             target, draft = pair.load(domain)
             assert target.vocab_size == draft.vocab_size == shared_vocabulary().size
+
+
+def test_neural_pair_generates():
+    """The transformer pair of chapter 9 is available to the command line."""
+    out = subprocess.run([sys.executable, "-m", "speclib", "generate", "--pair", "neural", "--domain", "code",
+                          "--new-tokens", "30", "--k", "3", "--seed", "1"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "neural pair" in out.stdout and "new tokens              30" in out.stdout

@@ -1,0 +1,869 @@
+"""A decoder-only transformer in numpy, with a key/value cache that can be rolled back.
+
+This is the "real model" of the book: a GPT-style character model whose inference needs
+nothing but numpy.  It follows the model protocol of :mod:`speclib.models` (``model(tokens)
+-> probs`` of shape ``(n, V)``), so every decoding loop in speclib can use it, and it adds
+the incremental path that makes speculative decoding pay off on a real machine:
+
+* :class:`KVCache` keeps each layer's keys and values for the tokens fed so far.
+  :meth:`KVCache.extend` runs the model on new tokens only (one token while drafting,
+  ``k + 1`` tokens to verify a draft), and :meth:`KVCache.rollback` forgets the tokens after
+  a rejection, so that the next step continues from the accepted prefix.
+* :func:`cached_autoregressive_generate` and :func:`cached_speculative_generate` are the
+  loops of :mod:`speclib.decoding` rewritten on top of the cache; they draw their random
+  numbers in the same order, so with the same seed they return the same tokens.
+
+Architecture (pre-layer-norm GPT): token and learned position embeddings; ``n_layers``
+blocks of causal multi-head self-attention and a GELU MLP, each behind a layer norm and
+added back to the residual stream; a final layer norm; an output projection that is either
+the token embedding transposed (``tied``) or a matrix of its own.
+
+Sequences longer than the model's ``block_size`` ``B`` are read through a window that
+restarts every ``B / 2`` tokens: position ``i`` sees the tokens from
+:func:`window_start` ``(i, B)`` to ``i``, numbered from 0 inside the window.  The full
+forward pass and the cache follow the same rule, so both compute the same distributions
+for any length; the cache re-reads the last ``B / 2`` tokens whenever the window moves.
+
+Weights are stored as float16 in ``.npz`` files (see :func:`save_transformer`); inference
+computes in float32.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ._validate import as_generator, as_int, as_real, as_tokens
+from .decoding import GenerationStats
+from .sampling import sample_token, verify
+
+#: Where the shipped weights live.
+DATA_DIR = Path(__file__).parent / "data"
+
+#: Layer norm epsilon (PyTorch's default, so the training framework and numpy agree).
+LN_EPS = 1e-5
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+
+#: OpenBLAS (numpy's usual BLAS) multiplies small matrices with a direct kernel only while
+#: ``rows * inner * columns`` stays below about this many; above it, it repacks the whole
+#: weight matrix first, which makes a pass over 2 to 16 tokens cost several times a pass over
+#: one.  Splitting a weight matrix into column blocks keeps those passes on the direct kernel.
+SMALL_PRODUCT = 1_000_000
+#: Passes over 2 .. SPLIT_MAX_TOKENS tokens use the column blocks; one token uses the whole
+#: matrix (a matrix-vector product), longer passes the ordinary matrix product.
+SPLIT_MAX_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """The shape of a :class:`Transformer`.
+
+    Attributes
+    ----------
+    vocab_size : int
+        ``V``, the number of token ids.
+    block_size : int
+        ``B``, the number of positions the model was trained on (even, at least 2).
+    d_model : int
+        Width of the residual stream; a multiple of ``n_heads``.
+    n_layers : int
+        Number of transformer blocks (0 makes a bigram-like model).
+    n_heads : int
+        Attention heads per block.
+    tied : bool
+        Output projection = token embedding transposed (True) or a separate matrix.
+    """
+
+    vocab_size: int
+    block_size: int
+    d_model: int
+    n_layers: int
+    n_heads: int
+    tied: bool = True
+
+    def __post_init__(self) -> None:
+        as_int(self.vocab_size, "vocab_size", minimum=2)
+        block = as_int(self.block_size, "block_size", minimum=2)
+        if block % 2:
+            raise ValueError(f"block_size: must be even (the window moves by block_size / 2), got {block}")
+        d = as_int(self.d_model, "d_model", minimum=1)
+        as_int(self.n_layers, "n_layers", minimum=0)
+        h = as_int(self.n_heads, "n_heads", minimum=1)
+        if d % h:
+            raise ValueError(f"d_model: {d} is not a multiple of n_heads = {h}")
+        if not isinstance(self.tied, bool):
+            raise TypeError(f"tied: expected a bool, got {type(self.tied).__name__}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Name and shape of every parameter (matrices are ``(in, out)``: ``y = x @ W + b``)."""
+        d, v = self.d_model, self.vocab_size
+        shapes = {"wte": (v, d), "wpe": (self.block_size, d)}
+        for layer in range(self.n_layers):
+            p = f"h{layer}."
+            shapes.update({
+                p + "ln1.g": (d,), p + "ln1.b": (d,),
+                p + "attn.w_qkv": (d, 3 * d), p + "attn.b_qkv": (3 * d,),
+                p + "attn.w_o": (d, d), p + "attn.b_o": (d,),
+                p + "ln2.g": (d,), p + "ln2.b": (d,),
+                p + "mlp.w_up": (d, 4 * d), p + "mlp.b_up": (4 * d,),
+                p + "mlp.w_down": (4 * d, d), p + "mlp.b_down": (d,),
+            })
+        shapes.update({"ln_f.g": (d,), "ln_f.b": (d,)})
+        if not self.tied:
+            shapes["w_out"] = (d, v)
+        return shapes
+
+    def n_parameters(self) -> int:
+        """Total number of weights."""
+        return sum(math.prod(s) for s in self.parameter_shapes().values())
+
+
+def window_start(position: int, block_size: int) -> int:
+    """First position of the window through which token ``position`` is read.
+
+    0 while ``position < block_size``; afterwards the window restarts every
+    ``block_size / 2`` tokens, so it always holds between ``block_size / 2`` and
+    ``block_size`` tokens.
+
+    Examples
+    --------
+    >>> [window_start(i, 8) for i in (0, 7, 8, 11, 12, 15, 16)]
+    [0, 0, 4, 4, 8, 8, 12]
+    """
+    if position < block_size:
+        return 0
+    stride = block_size // 2
+    return ((position - block_size) // stride + 1) * stride
+
+
+# The ufuncs' own reductions: ndarray.mean and friends add a Python layer that costs more
+# than the arithmetic on one token's vector, and a draft pass is mostly such overhead.
+_sum, _max = np.add.reduce, np.maximum.reduce
+
+
+def _layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray) -> np.ndarray:
+    inv_d = 1.0 / x.shape[-1]
+    xc = x - _sum(x, axis=-1, keepdims=True) * inv_d
+    var = _sum(xc * xc, axis=-1, keepdims=True) * inv_d
+    return xc / np.sqrt(var + LN_EPS) * g + b
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    # The tanh approximation, as in GPT-2 (PyTorch: gelu(approximate="tanh")).
+    return 0.5 * x * (1.0 + np.tanh(_GELU_C * (x + 0.044715 * x * x * x)))
+
+
+def softmax_rows(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """Rows of probabilities (float64) from rows of logits, at a sampling temperature.
+
+    ``temperature = 0`` gives the greedy one-hot row (ties go to the lowest id).
+
+    Examples
+    --------
+    >>> softmax_rows(np.array([[0.0, np.log(3.0)]]))
+    array([[0.25, 0.75]])
+    >>> softmax_rows(np.array([[0.0, 1.0]]), temperature=0)
+    array([[0., 1.]])
+    """
+    return _softmax(np.asarray(logits), as_real(temperature, "temperature", low=0.0))
+
+
+def _softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
+    z = logits.astype(np.float64)
+    if temperature == 0.0:
+        out = np.zeros_like(z)
+        np.put_along_axis(out, z.argmax(axis=-1)[..., None], 1.0, axis=-1)
+        return out
+    if temperature != 1.0:
+        z /= temperature
+    z -= _max(z, axis=-1, keepdims=True)
+    np.exp(z, out=z)
+    z /= _sum(z, axis=-1, keepdims=True)
+    return z
+
+
+class Transformer:
+    """A decoder-only transformer following the model protocol of :mod:`speclib.models`.
+
+    ``model(tokens)`` returns the next-token distributions at every position (float64, rows
+    summing to 1) at the model's ``temperature``; :meth:`logits` returns the raw float32
+    scores.  :meth:`cache` starts an incremental computation.
+
+    Parameters
+    ----------
+    config : TransformerConfig
+    params : dict of str to array
+        One array per entry of ``config.parameter_shapes()``, any float dtype (kept as
+        float32).
+    temperature : float, default 1.0
+        Sampling temperature applied to the logits (0: greedy).
+
+    Examples
+    --------
+    >>> cfg = TransformerConfig(vocab_size=5, block_size=8, d_model=8, n_layers=1, n_heads=2)
+    >>> model = random_transformer(cfg, seed=0)
+    >>> model(np.array([1, 2, 3])).shape
+    (3, 5)
+    """
+
+    #: The model reads every token (absolute positions matter), so loops must pass all of them.
+    context_length = None
+
+    def __init__(self, config: TransformerConfig, params: dict[str, np.ndarray], temperature: float = 1.0) -> None:
+        if not isinstance(config, TransformerConfig):
+            raise TypeError(f"config: expected a TransformerConfig, got {type(config).__name__}")
+        shapes = config.parameter_shapes()
+        missing = sorted(set(shapes) - set(params))
+        extra = sorted(set(params) - set(shapes))
+        if missing or extra:
+            raise ValueError(f"params: missing {missing[:4]}, unexpected {extra[:4]} for {config}")
+        self.params: dict[str, np.ndarray] = {}
+        for name, shape in shapes.items():
+            arr = np.asarray(params[name])
+            if arr.shape != shape:
+                raise ValueError(f"params[{name!r}]: expected shape {shape}, got {arr.shape}")
+            if not np.issubdtype(arr.dtype, np.floating) or not np.isfinite(arr).all():
+                raise ValueError(f"params[{name!r}]: expected finite floating-point numbers")
+            self.params[name] = np.ascontiguousarray(arr, dtype=np.float32)
+        self.config = config
+        self.vocab_size = config.vocab_size
+        self.temperature = as_real(temperature, "temperature", low=0.0)
+        self._layers = [
+            tuple(self.params[f"h{i}.{n}"] for n in (
+                "ln1.g", "ln1.b", "attn.w_qkv", "attn.b_qkv", "attn.w_o", "attn.b_o",
+                "ln2.g", "ln2.b", "mlp.w_up", "mlp.b_up", "mlp.w_down", "mlp.b_down"))
+            for i in range(config.n_layers)
+        ]
+        self._w_out = self.params["wte"].T.copy() if config.tied else self.params["w_out"]
+        # Column blocks of each matrix, sized for up to 9 tokens (k = 8) per product.
+        self._blocks = {}
+        for w in [layer[i] for layer in self._layers for i in (2, 4, 8, 10)] + [self._w_out]:
+            width = max(16, SMALL_PRODUCT // (9 * w.shape[0]) // 16 * 16)
+            if width < w.shape[1]:
+                self._blocks[id(w)] = [w[:, i:i + width].copy() for i in range(0, w.shape[1], width)]
+        #: Use the column blocks for short multi-token passes (set False to compare).
+        self.split_matmul = True
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"Transformer(n_layers={c.n_layers}, d_model={c.d_model}, n_heads={c.n_heads}, "
+                f"block_size={c.block_size}, vocab_size={c.vocab_size}, "
+                f"parameters={c.n_parameters():,}, temperature={self.temperature:g})")
+
+    @property
+    def n_parameters(self) -> int:
+        return self.config.n_parameters()
+
+    def with_temperature(self, temperature: float) -> "Transformer":
+        """The same model (weights shared, not copied) sampling at another temperature."""
+        other = copy.copy(self)
+        other.temperature = as_real(temperature, "temperature", low=0.0)
+        return other
+
+    def cache(self) -> "KVCache":
+        """An empty :class:`KVCache` for incremental decoding."""
+        return KVCache(self)
+
+    def logits(self, tokens: np.ndarray) -> np.ndarray:
+        """Raw next-token scores, shape ``(n, V)`` float32, for every position of ``tokens``."""
+        tokens = as_tokens(tokens, "tokens", self.vocab_size)
+        return KVCache(self).extend_logits(tokens)
+
+    def __call__(self, tokens: np.ndarray) -> np.ndarray:
+        """Next-token distributions, shape ``(n, V)``: the model protocol."""
+        return softmax_rows(self.logits(tokens), self.temperature)
+
+    def _mm(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        n = x.shape[0]
+        if n == 1 or n > SPLIT_MAX_TOKENS or not self.split_matmul:
+            return x @ w
+        blocks = self._blocks.get(id(w))
+        if blocks is None:
+            return x @ w
+        return np.concatenate([x @ b for b in blocks], axis=1)
+
+    # The one place where the network is evaluated.  ``keys``/``values`` hold, for each
+    # layer, ``filled`` cached positions of the current window; the new tokens take
+    # window positions ``filled .. filled + n - 1`` and are written after them.
+    def _run(self, tokens: np.ndarray, filled: int, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+        cfg = self.config
+        n, h, dh = tokens.size, cfg.n_heads, cfg.head_dim
+        end = filled + n
+        x = self.params["wte"][tokens] + self.params["wpe"][filled:end]
+        mask = None
+        if n > 1:  # new token j may look at window positions 0 .. filled + j
+            mask = np.triu(np.full((n, end), -np.inf, dtype=np.float32), k=filled + 1)
+        scale = np.float32(1.0 / math.sqrt(dh))
+        for layer, (g1, b1, w_qkv, b_qkv, w_o, b_o, g2, b2, w_up, b_up, w_down, b_down) in enumerate(self._layers):
+            qkv = self._mm(_layer_norm(x, g1, b1), w_qkv) + b_qkv
+            qkv = qkv.reshape(n, 3, h, dh).transpose(1, 2, 0, 3)  # (3, heads, n, head_dim)
+            keys[layer, :, filled:end] = qkv[1]
+            values[layer, :, filled:end] = qkv[2]
+            att = (qkv[0] * scale) @ keys[layer, :, :end].transpose(0, 2, 1)  # (heads, n, end)
+            if mask is not None:
+                att += mask
+            att -= _max(att, axis=-1, keepdims=True)
+            np.exp(att, out=att)
+            att /= _sum(att, axis=-1, keepdims=True)
+            y = (att @ values[layer, :, :end]).transpose(1, 0, 2).reshape(n, cfg.d_model)
+            x = x + (self._mm(y, w_o) + b_o)
+            x = x + (self._mm(_gelu(self._mm(_layer_norm(x, g2, b2), w_up) + b_up), w_down) + b_down)
+        return self._mm(_layer_norm(x, self.params["ln_f.g"], self.params["ln_f.b"]), self._w_out)
+
+
+class KVCache:
+    """The incremental state of one :class:`Transformer` reading one sequence.
+
+    ``len(cache)`` is the number of tokens fed so far.  :meth:`extend` feeds more tokens
+    and returns their next-token distributions; :meth:`rollback` returns to an earlier
+    length.  Extending after a rollback gives exactly what a fresh computation on the same
+    tokens gives (the tests check it).
+
+    Examples
+    --------
+    >>> cfg = TransformerConfig(vocab_size=5, block_size=8, d_model=8, n_layers=1, n_heads=2)
+    >>> model = random_transformer(cfg, seed=0)
+    >>> cache = model.cache()
+    >>> q = cache.extend([1, 2, 3, 4])      # four positions at once
+    >>> cache.rollback(2)                   # forget tokens 3 and 4
+    >>> q2 = cache.extend([3])              # ... and continue from "1 2"
+    >>> bool(np.allclose(q[2], q2[0], atol=1e-6)), len(cache)
+    (True, 3)
+    """
+
+    def __init__(self, model: Transformer) -> None:
+        if not isinstance(model, Transformer):
+            raise TypeError(f"model: expected a Transformer, got {type(model).__name__}")
+        cfg = model.config
+        self.model = model
+        shape = (cfg.n_layers, cfg.n_heads, cfg.block_size, cfg.head_dim)
+        self._keys = np.zeros(shape, dtype=np.float32)
+        self._values = np.zeros(shape, dtype=np.float32)
+        self._tokens = np.zeros(64, dtype=np.int64)
+        self._length = 0  # tokens fed
+        self._start = 0  # absolute position of window slot 0
+        self._filled = 0  # window slots holding valid keys/values
+
+    def __len__(self) -> int:
+        return self._length
+
+    @property
+    def tokens(self) -> np.ndarray:
+        """The tokens fed so far (a copy)."""
+        return self._tokens[: self._length].copy()
+
+    def _append(self, tokens: np.ndarray) -> None:
+        need = self._length + tokens.size
+        if need > self._tokens.size:
+            grown = np.zeros(max(need, 2 * self._tokens.size), dtype=np.int64)
+            grown[: self._length] = self._tokens[: self._length]
+            self._tokens = grown
+        self._tokens[self._length:need] = tokens
+        self._length = need
+
+    def extend_logits(self, tokens: np.ndarray) -> np.ndarray:
+        """Feed ``tokens``; return their raw next-token scores, shape ``(len(tokens), V)``."""
+        return self._extend_logits(as_tokens(tokens, "tokens", self.model.vocab_size))
+
+    def extend(self, tokens: np.ndarray) -> np.ndarray:
+        """Feed ``tokens``; return their next-token distributions at the model's temperature."""
+        return softmax_rows(self.extend_logits(tokens), self.model.temperature)
+
+    # The decoding loops feed token ids they produced themselves and call these two directly:
+    # a draft pass is short enough that validating its input again would show in the timings.
+    def _extend(self, tokens: np.ndarray) -> np.ndarray:
+        return _softmax(self._extend_logits(tokens), self.model.temperature)
+
+    def _extend_logits(self, tokens: np.ndarray) -> np.ndarray:
+        block = self.model.config.block_size
+        out, i = [], 0
+        while i < tokens.size:
+            pos = self._length  # absolute position of tokens[i]
+            start = window_start(pos, block)
+            if start != self._start or self._start + self._filled != pos:
+                # The window moved (or a rollback went behind it): re-read its earlier tokens.
+                self._start, self._filled = start, 0
+                if pos > start:
+                    self.model._run(self._tokens[start:pos], 0, self._keys, self._values)
+                    self._filled = pos - start
+            take = min(tokens.size - i, start + block - pos)  # stop where the window moves
+            chunk = tokens[i:i + take]
+            out.append(self.model._run(chunk, self._filled, self._keys, self._values))
+            self._append(chunk)
+            self._filled += take
+            i += take
+        if not out:
+            return np.zeros((0, self.model.vocab_size), dtype=np.float32)
+        return out[0] if len(out) == 1 else np.concatenate(out)
+
+    def rollback(self, length: int) -> None:
+        """Forget every token after the first ``length`` (0 <= length <= len(self))."""
+        length = as_int(length, "length", minimum=0)
+        if length > self._length:
+            raise ValueError(f"length: cannot roll forward, the cache holds {self._length} tokens, got {length}")
+        self._length = length
+        self._filled = max(0, min(self._filled, length - self._start))
+
+
+# --------------------------------------------------------------------------- building, saving
+
+
+def random_transformer(config: TransformerConfig, seed: int | np.random.Generator = 0,
+                       scale: float = 0.5) -> Transformer:
+    """A transformer with random weights (for tests and demonstrations).
+
+    Matrices are Gaussian with standard deviation ``scale / sqrt(fan_in)``; layer-norm
+    gains are near 1 and every bias is small but non-zero, so that every parameter matters.
+    """
+    rng = as_generator(seed, "seed")
+    scale = as_real(scale, "scale", low=0.0)
+    params = {}
+    for name, shape in config.parameter_shapes().items():
+        if name.endswith(".g"):
+            params[name] = 1.0 + 0.1 * rng.standard_normal(shape)
+        elif len(shape) == 1:
+            params[name] = 0.1 * rng.standard_normal(shape)
+        else:
+            params[name] = scale / math.sqrt(shape[0] if name.startswith("h") or name == "w_out" else 1.0) \
+                * rng.standard_normal(shape)
+    return Transformer(config, params)
+
+
+def save_transformer(model: Transformer, path: str | Path, vocabulary: str = "", **metadata: object) -> None:
+    """Write ``model`` to a compressed ``.npz``: float16 weights, config and vocabulary inside.
+
+    ``metadata`` (JSON-serialisable values) is stored beside the config.
+    """
+    if not isinstance(model, Transformer):
+        raise TypeError(f"model: expected a Transformer, got {type(model).__name__}")
+    header = {"config": asdict(model.config), "vocabulary": vocabulary, "metadata": metadata}
+    arrays = {name: value.astype(np.float16) for name, value in model.params.items()}
+    np.savez_compressed(Path(path), header=np.array(json.dumps(header)), **arrays)
+
+
+def load_transformer(path: str | Path) -> Transformer:
+    """Read a model written by :func:`save_transformer` (weights become float32)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"path: no model file at {path}")
+    with np.load(path, allow_pickle=False) as data:
+        header = json.loads(str(data["header"]))
+        config = TransformerConfig(**header["config"])
+        params = {name: data[name] for name in config.parameter_shapes()}
+    model = Transformer(config, params)
+    model.vocabulary = header.get("vocabulary", "")
+    model.metadata = header.get("metadata", {})
+    return model
+
+
+def load_pair(temperature: float = 1.0) -> tuple[Transformer, Transformer]:
+    """The book's trained (target, draft) pair of character models, from ``speclib/data``.
+
+    Both read the shared 97-symbol vocabulary of :mod:`speclib.corpora` and were trained on
+    both domains (prose and code) by ``training/train_transformer.py``.
+
+    Examples
+    --------
+    >>> target, draft = load_pair()
+    >>> target.vocab_size == draft.vocab_size == 97
+    True
+    """
+    from .corpora import shared_vocabulary
+
+    pair = tuple(load_transformer(DATA_DIR / f"neural_{role}.npz").with_temperature(temperature)
+                 for role in ("target", "draft"))
+    chars = shared_vocabulary().chars
+    for role, model in zip(("target", "draft"), pair):
+        if model.vocabulary != chars:
+            raise ValueError(f"the shipped {role} model was trained with another vocabulary than speclib.corpora's")
+    return pair
+
+
+def heldout_cross_entropy(model: Transformer, ids: np.ndarray) -> float:
+    """Cross-entropy of ``model`` on the token ids ``ids``, in bits per token, at temperature 1.
+
+    The ids are read in consecutive windows of ``block_size`` tokens (as in training), each
+    predicting the next ``block_size`` ids, so every id but the first is scored exactly
+    once.  The result is the mean of ``-log2 q(next id)``.
+
+    Examples
+    --------
+    >>> cfg = TransformerConfig(vocab_size=5, block_size=8, d_model=8, n_layers=1, n_heads=2)
+    >>> bits = heldout_cross_entropy(random_transformer(cfg), np.arange(20) % 5)
+    >>> 0 < bits < 10
+    True
+    """
+    model = _check_transformer(model, "model")
+    ids = as_tokens(ids, "ids", model.vocab_size)
+    if ids.size < 2:
+        raise ValueError(f"ids: need at least 2 tokens to score one, got {ids.size}")
+    block, total = model.config.block_size, 0.0
+    for start in range(0, ids.size - 1, block):
+        inputs = ids[start:start + block]
+        targets = ids[start + 1:start + block + 1]
+        z = model.logits(inputs[:targets.size]).astype(np.float64)
+        z -= z.max(axis=1, keepdims=True)
+        log_q = z[np.arange(targets.size), targets] - np.log(np.exp(z).sum(axis=1))
+        total -= log_q.sum()
+    return float(total / (ids.size - 1) / math.log(2))
+
+
+# --------------------------------------------------------------------------- decoding with a cache
+
+
+def _check_transformer(model: object, name: str) -> Transformer:
+    if not isinstance(model, Transformer):
+        raise TypeError(f"{name}: expected a speclib.transformer.Transformer, got {type(model).__name__}")
+    return model
+
+
+def _feed(cache: KVCache, tokens: np.ndarray, timings: dict | None, key: str) -> np.ndarray:
+    """``cache.extend(tokens)``, adding the seconds it took to ``timings[key]`` when asked."""
+    if timings is None:
+        return cache._extend(tokens)
+    t0 = time.perf_counter()
+    out = cache._extend(tokens)
+    timings[key] = timings.get(key, 0.0) + time.perf_counter() - t0
+    return out
+
+
+def cached_autoregressive_generate(model: Transformer, prompt: np.ndarray, max_new_tokens: int,
+                                   rng: np.random.Generator | int,
+                                   timings: dict | None = None) -> tuple[np.ndarray, GenerationStats]:
+    """:func:`speclib.decoding.autoregressive_generate` with a key/value cache.
+
+    Each step feeds only the newest token.  Random numbers are drawn in the same order as
+    the uncached loop, so the same seed gives the same tokens.  If ``timings`` is a dict,
+    the seconds spent in forward passes are added to ``timings["target"]``.
+
+    Examples
+    --------
+    >>> cfg = TransformerConfig(vocab_size=5, block_size=8, d_model=8, n_layers=1, n_heads=2)
+    >>> tokens, stats = cached_autoregressive_generate(random_transformer(cfg), [0], 12, rng=1)
+    >>> len(tokens), stats.target_passes
+    (12, 12)
+    """
+    model = _check_transformer(model, "model")
+    prompt = as_tokens(prompt, "prompt", model.vocab_size, allow_empty=False)
+    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
+    rng = as_generator(rng)
+
+    cache, seq = model.cache(), list(prompt)
+    stats = GenerationStats()
+    for _ in range(max_new_tokens):
+        q = _feed(cache, np.asarray(seq[len(cache):], dtype=np.int64), timings, "target")[-1]
+        seq.append(sample_token(q, rng))
+        stats.target_passes += 1
+        stats.tokens_generated += 1
+        stats.tokens_per_step.append(1)
+    return np.asarray(seq[prompt.size:], dtype=np.int64), stats
+
+
+def cached_speculative_generate(target: Transformer, draft: Transformer, prompt: np.ndarray,
+                                max_new_tokens: int, k: int, rng: np.random.Generator | int,
+                                *, bonus: bool = True, timings: dict | None = None) -> tuple[np.ndarray, GenerationStats]:
+    """:func:`speclib.decoding.speculative_generate` with a key/value cache per model.
+
+    Both caches hold every token but the last one of the sequence.  A step feeds the draft
+    its missing tokens and then each draft token in turn (``k`` draft passes), feeds the
+    target the last token and the ``k`` drafts in one pass (``k + 1`` positions), verifies,
+    and rolls both caches back to the accepted prefix.  Random numbers are drawn in the same
+    order as the uncached loop, so the same seed gives the same tokens.  If ``timings`` is a
+    dict, the seconds spent in the target's and the draft's forward passes are added to
+    ``timings["target"]`` and ``timings["draft"]``; the rest of the time is bookkeeping.
+
+    Examples
+    --------
+    >>> cfg = TransformerConfig(vocab_size=5, block_size=8, d_model=8, n_layers=1, n_heads=2)
+    >>> target, draft = random_transformer(cfg, seed=0), random_transformer(cfg, seed=1)
+    >>> tokens, stats = cached_speculative_generate(target, draft, [0], 20, k=3, rng=1)
+    >>> len(tokens), stats.target_passes < 20
+    (20, True)
+    """
+    target = _check_transformer(target, "target")
+    draft = _check_transformer(draft, "draft")
+    if draft.vocab_size != target.vocab_size:
+        raise ValueError(f"draft: vocabulary of {draft.vocab_size} tokens differs from the target's {target.vocab_size}")
+    prompt = as_tokens(prompt, "prompt", target.vocab_size, allow_empty=False)
+    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
+    k = as_int(k, "k", minimum=1)
+    rng = as_generator(rng)
+
+    t_cache, d_cache = target.cache(), draft.cache()
+    seq = prompt.copy()
+    stats = GenerationStats()
+    while seq.size - prompt.size < max_new_tokens:
+        remaining = max_new_tokens - (seq.size - prompt.size)
+        k_step = min(k, remaining)
+
+        # 1. Draft k tokens; the first pass also feeds whatever the draft has not seen.
+        drafts, p_rows = [], []
+        p = _feed(d_cache, seq[len(d_cache):], timings, "draft")[-1]
+        for i in range(k_step):
+            if i:
+                p = _feed(d_cache, np.array(drafts[-1:], dtype=np.int64), timings, "draft")[0]
+            p_rows.append(p)
+            drafts.append(sample_token(p, rng))
+        # 2. Verify: one target pass over the last token and the k drafts.
+        q_rows = _feed(t_cache, np.concatenate([seq[len(t_cache):], np.array(drafts, dtype=np.int64)]),
+                       timings, "target")[-(k_step + 1):]
+        # 3. Accept / reject / correct, 4. bonus.
+        out = verify(np.array(drafts), np.array(p_rows), q_rows, rng, bonus=bonus)
+
+        emitted = out.tokens[:remaining]
+        seq = np.concatenate([seq, emitted])
+        # Keep only what the accepted prefix needs; the next step refeeds the rest.
+        t_cache.rollback(min(len(t_cache), seq.size - 1))
+        d_cache.rollback(min(len(d_cache), seq.size - 1))
+        stats.target_passes += 1
+        stats.draft_passes += k_step
+        stats.draft_proposed += k_step
+        stats.draft_verified += out.n_accepted + int(out.n_accepted < k_step)
+        stats.accepted += out.n_accepted
+        stats.tokens_generated += len(emitted)
+        stats.tokens_per_step.append(len(emitted))
+    return seq[prompt.size:], stats
+
+
+# --------------------------------------------------------------------------- measuring cost and speed
+
+
+class blas_threads:
+    """Context manager: run numpy's OpenBLAS on ``n`` threads inside the block.
+
+    Timings of one decoding stream are taken on one core: a matrix-vector product is too
+    small to share, and on a busy machine OpenBLAS threads that wait for each other make
+    single passes erratic.  Where numpy does not use OpenBLAS (or it cannot be found) the
+    block runs unchanged and ``active`` is False.
+
+    Examples
+    --------
+    >>> with blas_threads(1) as ctl:
+    ...     isinstance(ctl.active, bool)
+    True
+    """
+
+    _SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_", "openblas_set_num_threads")
+    _GETTERS = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads")
+
+    def __init__(self, n: int = 1) -> None:
+        self.n = as_int(n, "n", minimum=1)
+        self.active = False
+        self._lib = self._previous = None
+
+    @staticmethod
+    def _find_openblas():
+        import ctypes
+        import glob
+
+        root = Path(np.__file__).parent
+        for pattern in ("../numpy.libs/*openblas*", ".dylibs/*openblas*", "../numpy.libs/*.dll"):
+            for path in sorted(glob.glob(str(root / pattern))):
+                try:
+                    return ctypes.CDLL(path)
+                except OSError:
+                    continue
+        return None
+
+    def __enter__(self) -> "blas_threads":
+        lib = self._find_openblas()
+        if lib is not None:
+            get = next((getattr(lib, s) for s in self._GETTERS if hasattr(lib, s)), None)
+            set_ = next((getattr(lib, s) for s in self._SETTERS if hasattr(lib, s)), None)
+            if get is not None and set_ is not None:
+                self._previous, self._set = int(get()), set_
+                set_(self.n)
+                self.active = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.active:
+            self._set(self._previous)
+
+
+def time_pass(model: Transformer, n_tokens: int, prefix_length: int = 64, reps: int = 30,
+              seed: int = 0) -> np.ndarray:
+    """Wall-clock seconds of ``reps`` cached passes of ``model`` over ``n_tokens`` new tokens.
+
+    A cache is filled with ``prefix_length`` random tokens; each repetition extends it by the
+    same ``n_tokens`` random tokens (one forward pass, as a verification pass over ``k + 1``
+    tokens is) and rolls it back.  Two untimed passes warm the caches first.  Report a
+    median: single timings vary with whatever else the machine does.
+    """
+    model = _check_transformer(model, "model")
+    n_tokens = as_int(n_tokens, "n_tokens", minimum=1)
+    prefix_length = as_int(prefix_length, "prefix_length", minimum=0)
+    reps = as_int(reps, "reps", minimum=1)
+    if prefix_length + n_tokens > model.config.block_size:
+        raise ValueError(f"prefix_length + n_tokens: must fit in the block of {model.config.block_size} tokens")
+    rng = as_generator(seed, "seed")
+    cache = model.cache()
+    cache.extend(rng.integers(0, model.vocab_size, prefix_length))
+    new = rng.integers(0, model.vocab_size, n_tokens)
+    times = np.empty(reps)
+    for i in range(-2, reps):
+        t0 = time.perf_counter()
+        cache.extend_logits(new)
+        elapsed = time.perf_counter() - t0
+        cache.rollback(prefix_length)
+        if i >= 0:
+            times[i] = elapsed
+    return times
+
+
+def pass_times(model: Transformer, n_tokens: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 9), repeats: int = 20,
+               prefix_length: int = 64, seed: int = 0):
+    """Time cached passes of ``model`` over each number of new tokens, as a :class:`speclib.cost.PassTimes`.
+
+    Like :func:`time_pass`, after a prefix of ``prefix_length`` random tokens; each repeat
+    times every token count once in a fresh random order (so a slow spell of the machine
+    hits all counts alike), on one BLAS thread.  The result plugs into
+    :func:`speclib.cost.fit_pass_cost` and :func:`speclib.plots.plot_pass_times`.
+    """
+    from .cost import PassTimes
+
+    model = _check_transformer(model, "model")
+    counts = sorted({as_int(n, "n_tokens", minimum=1) for n in n_tokens})
+    repeats = as_int(repeats, "repeats", minimum=1)
+    prefix_length = as_int(prefix_length, "prefix_length", minimum=0)
+    if prefix_length + counts[-1] > model.config.block_size:
+        raise ValueError(f"prefix_length + n_tokens: must fit in the block of {model.config.block_size} tokens")
+    rng = as_generator(seed, "seed")
+    cache = model.cache()
+    cache.extend(rng.integers(0, model.vocab_size, prefix_length))
+    new = rng.integers(0, model.vocab_size, counts[-1])
+    seconds = np.empty((repeats, len(counts)))
+    with blas_threads(1):
+        for n in counts:  # warm-up
+            cache.extend_logits(new[:n])
+            cache.rollback(prefix_length)
+        for r in range(repeats):
+            for j in rng.permutation(len(counts)):
+                t0 = time.perf_counter()
+                cache.extend_logits(new[:counts[j]])
+                seconds[r, j] = time.perf_counter() - t0
+                cache.rollback(prefix_length)
+    n_params = model.n_parameters
+    return PassTimes(np.array(counts), seconds, 4 * n_params, n_params)
+
+
+def speedup_with_costs(alpha: float, k: int, c: float, verify_ratio: float) -> float:
+    """Predicted wall-clock speed-up when a verification pass costs more than a single pass.
+
+    ``(1 - alpha**(k+1)) / (1 - alpha) / (k c + verify_ratio)``: the expected tokens per step
+    divided by the cost of a step, in units of one single-token target pass.  ``verify_ratio``
+    is the measured cost of a target pass over ``k + 1`` tokens relative to one token; with
+    ``verify_ratio = 1`` this is :func:`speclib.theory.walltime_speedup`.
+
+    Examples
+    --------
+    >>> round(speedup_with_costs(0.8, 3, 0.05, verify_ratio=1.5), 3)
+    1.789
+    """
+    from .theory import expected_tokens_per_pass
+
+    c = as_real(c, "c", low=0.0)
+    verify_ratio = as_real(verify_ratio, "verify_ratio", low=0.0)
+    if verify_ratio + k * c == 0:
+        raise ValueError("verify_ratio: a step must cost something (verify_ratio + k c > 0)")
+    return float(expected_tokens_per_pass(alpha, k)) / (k * c + verify_ratio)
+
+
+def position_alphas(target: Transformer, draft: Transformer, ids: np.ndarray,
+                    temperatures: tuple[float, ...] = (1.0,)) -> dict[float, np.ndarray]:
+    """Per-position acceptance rates ``beta_i = sum_x min(p_i(x), q_i(x))`` along a text.
+
+    Both models read ``ids`` (teacher forcing, in windows of the target's ``block_size``) and
+    each position's draft and target rows are compared at each temperature; the mean of
+    ``beta_i`` is the acceptance rate ``alpha`` on that text.
+
+    Returns
+    -------
+    dict mapping each temperature to an array of ``len(ids)`` rates.
+    """
+    target = _check_transformer(target, "target")
+    draft = _check_transformer(draft, "draft")
+    ids = as_tokens(ids, "ids", target.vocab_size, allow_empty=False)
+    block = target.config.block_size
+    zq = np.concatenate([target.logits(ids[s:s + block]) for s in range(0, ids.size, block)])
+    zp = np.concatenate([draft.logits(ids[s:s + block]) for s in range(0, ids.size, block)])
+    return {float(t): np.minimum(softmax_rows(zp, t), softmax_rows(zq, t)).sum(axis=1) for t in temperatures}
+
+
+@dataclass
+class WallClock:
+    """What :func:`wallclock_experiment` measured.
+
+    ``seconds[i, j, r]`` is the time to generate ``n_new`` tokens from prompt ``j`` in
+    repetition ``r`` with draft length ``ks[i]`` (``0``: plain cached decoding), and
+    ``target_seconds`` / ``draft_seconds`` the part of it spent in the target's / draft's
+    forward passes (the prompt's included); ``tokens_per_pass`` and ``acceptance`` are
+    pooled over prompts and repetitions.
+    """
+
+    ks: np.ndarray
+    n_new: int
+    seconds: np.ndarray
+    target_seconds: np.ndarray
+    draft_seconds: np.ndarray
+    tokens_per_pass: np.ndarray
+    acceptance: np.ndarray
+
+    def speedups(self) -> np.ndarray:
+        """Plain time / speculative time for the same prompt and repetition, shape ``(len(ks), prompts * reps)``."""
+        return (self.seconds[:1] / self.seconds).reshape(len(self.ks), -1)
+
+    def ms_per_token(self) -> np.ndarray:
+        """Milliseconds per generated token, shape ``(len(ks), prompts * reps)``."""
+        return (1e3 * self.seconds / self.n_new).reshape(len(self.ks), -1)
+
+
+def wallclock_experiment(target: Transformer, draft: Transformer, prompts: list[np.ndarray], n_new: int,
+                         ks: tuple[int, ...] = tuple(range(1, 9)), reps: int = 3, seed: int = 0) -> WallClock:
+    """Time plain and speculative decoding (cached, one BLAS thread) on the same prompts.
+
+    Each repetition runs, for every prompt, plain decoding and then each ``k`` in turn, so
+    that slow spells of the machine hit all settings alike.  All runs of one prompt and
+    repetition use the same seed.
+    """
+    target = _check_transformer(target, "target")
+    draft = _check_transformer(draft, "draft")
+    n_new = as_int(n_new, "n_new", minimum=1)
+    reps = as_int(reps, "reps", minimum=1)
+    ks_all = np.array([0] + [as_int(k, "ks", minimum=1) for k in ks])
+    prompts = [as_tokens(p, "prompts", target.vocab_size, allow_empty=False) for p in prompts]
+    seconds, target_seconds, draft_seconds = (np.zeros((ks_all.size, len(prompts), reps)) for _ in range(3))
+    passes, tokens, accepted, verified = (np.zeros(ks_all.size) for _ in range(4))
+    with blas_threads(1):
+        for r in range(reps):
+            for j, prompt in enumerate(prompts):
+                for i, k in enumerate(ks_all):
+                    timings = {"target": 0.0, "draft": 0.0}
+                    t0 = time.perf_counter()
+                    if k == 0:
+                        _, stats = cached_autoregressive_generate(target, prompt, n_new, rng=seed + 1000 * r + j,
+                                                                  timings=timings)
+                    else:
+                        _, stats = cached_speculative_generate(target, draft, prompt, n_new, int(k),
+                                                               rng=seed + 1000 * r + j, timings=timings)
+                    seconds[i, j, r] = time.perf_counter() - t0
+                    target_seconds[i, j, r], draft_seconds[i, j, r] = timings["target"], timings["draft"]
+                    passes[i] += stats.target_passes
+                    tokens[i] += stats.tokens_generated
+                    accepted[i] += stats.accepted
+                    verified[i] += stats.draft_verified
+    with np.errstate(invalid="ignore", divide="ignore"):
+        acceptance = np.where(verified > 0, accepted / np.maximum(verified, 1), np.nan)
+    return WallClock(ks_all, n_new, seconds, target_seconds, draft_seconds, tokens / passes, acceptance)
