@@ -25,6 +25,17 @@ book's bug-zoo chapter studies.
 The cache bug is invisible to a first-order Markov target (its row reads one token, and
 the stale entries sit further back), so the zoo's test pair, :func:`second_order_pair`,
 remembers two tokens.
+
+The module, in order:
+
+1. :class:`Variant` and the variants: :data:`CORRECT`, the verifier variants of
+   :data:`FAULTY` (plus :data:`RATIO_WITHOUT_MIN`), the decoder variants, and :data:`ZOO`
+   with the two facts the chapter's table shows, :data:`REPORTED` and :data:`ZOO_STEP`;
+2. the test pair: :class:`SecondOrderModel`, :func:`second_order_pair`, :func:`zoo_pair`;
+3. the decoder: :class:`KVCache`, the step function ``_step`` (its numbered comments are
+   the steps the chapter refers to), :func:`generate`, :func:`distribution` and
+   :func:`distance_from_target`;
+4. two verifiers "from a code review", for the chapter's find-the-bug exercises.
 """
 
 from __future__ import annotations
@@ -35,16 +46,12 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ._validate import as_distribution, as_generator, as_int, as_real, as_tokens
-from .decoding import GenerationStats, _check_model, _last_rows
-from .exact import MAX_SEQUENCES, target_sequence_distribution
+from ._validate import as_distribution, as_generator, as_int, as_tokens
+from .decoding import GenerationStats, _last_rows
+from .exact import MAX_SEQUENCES, _identity, target_sequence_distribution
 from .models import dirichlet_targets, noisy_draft
 from .sampling import Verification, _residual, acceptance_probability, sample_token, verify
-from .warping import _check_settings, _warp, warp
-
-
-def _identity(p: np.ndarray) -> np.ndarray:
-    return p
+from .warping import _check_pair, _check_settings, _warp, warp
 
 
 def _sharpen(p: np.ndarray) -> np.ndarray:
@@ -63,7 +70,21 @@ def _one_hot_argmax(p: np.ndarray) -> np.ndarray:
 class Variant(NamedTuple):
     """One way to get speculative decoding wrong (or the correct rule, for comparison).
 
-    Every field's default is the correct behaviour; a variant turns one of them.
+    Every field after ``description`` is a switch whose default is the correct behaviour; a
+    variant turns one of them.  ``accept``, ``correct`` and ``report`` live inside the
+    verifier, so :func:`speclib.sampling.verify` and :mod:`speclib.exact` can run them
+    (:attr:`verifier`, :attr:`hooks`).  The other five need the whole decoding loop and run
+    only in :func:`generate` and :func:`distribution`:
+
+    ==================  ===============================================  ==================
+    switch              correct setting                                  turned by
+    ==================  ===============================================  ==================
+    ``propose``         draw the draft token from the draft's row        ARGMAX_DRAFT
+    ``tell_raw_draft``  tell the verifier the row the token came from    RAW_DRAFT_REPORTED
+    ``warp_target``     apply the sampling controls to the target too    DRAFT_ONLY_WARP
+    ``bonus_row``       bonus from target row -1 (after the last draft)  WRONG_BONUS_ROW
+    ``rollback_cache``  truncate the target's cache to the kept tokens   STALE_CACHE
+    ==================  ===============================================  ==================
     """
 
     name: str
@@ -119,6 +140,8 @@ class Variant(NamedTuple):
         return reporting_verifier
 
 
+# --- The correct rule, and the verifier variants (run by verify() and speclib.exact) ---------
+
 CORRECT = Variant("correct", "min(1, q/p) acceptance and the residual max(0, q - p)/Z")
 
 RESAMPLE_FROM_TARGET = Variant(
@@ -147,6 +170,8 @@ MISREPORTED_DRAFT = Variant(
     "top-k-processed logits)",
     report=_sharpen,
 )
+
+# --- Decoder variants (run only by generate() and distribution() below) ---------------------
 
 ARGMAX_DRAFT = Variant(
     "argmax draft",
@@ -183,15 +208,32 @@ STALE_CACHE = Variant(
     rollback_cache=False,
 )
 
+# --- The lists the tests and the chapter use -------------------------------------------------
+
 #: Verifier variants that change the output distribution; each must be caught by the exact
 #: enumeration and by the chi-square test.  RATIO_WITHOUT_MIN is not among them: it changes
 #: no sample, and only the enumerator's check that an acceptance probability lies in [0, 1]
 #: flags it.
 FAULTY = (RESAMPLE_FROM_TARGET, INVERTED_RATIO, MISREPORTED_DRAFT)
 
-#: The six mistakes of the bug-zoo chapter: five reported by users of real implementations,
-#: plus the off-by-one bonus row.
+#: The six mistakes of the bug-zoo chapter: the five of :data:`REPORTED`, plus the off-by-one
+#: bonus row.
 ZOO = (ARGMAX_DRAFT, RAW_DRAFT_REPORTED, DRAFT_ONLY_WARP, RESAMPLE_FROM_TARGET, WRONG_BONUS_ROW, STALE_CACHE)
+
+#: The zoo mistakes that users of real implementations have reported (the book's list of
+#: pitfalls from practice).  WRONG_BONUS_ROW is not among them: it is an off-by-one of the
+#: same family, added because a test that stops at ``k`` tokens cannot see it.
+REPORTED = (ARGMAX_DRAFT, RAW_DRAFT_REPORTED, DRAFT_ONLY_WARP, RESAMPLE_FROM_TARGET, STALE_CACHE)
+
+#: The step of the decoding loop (the numbered comments of ``_step``) where each zoo mistake lives.
+ZOO_STEP = MappingProxyType({
+    ARGMAX_DRAFT.name: "1. draft",
+    RAW_DRAFT_REPORTED.name: "1. draft",
+    DRAFT_ONLY_WARP.name: "2. verify",
+    RESAMPLE_FROM_TARGET.name: "3. accept or correct",
+    WRONG_BONUS_ROW.name: "4. bonus",
+    STALE_CACHE.name: "5. cache",
+})
 
 #: The sampling controls under which the zoo is shown and tested.  Two of the six mistakes
 #: (RAW_DRAFT_REPORTED, DRAFT_ONLY_WARP) do nothing at all unless some control is on.
@@ -334,7 +376,9 @@ def _step(tokens: np.ndarray, cache: KVCache, draft: Callable, k: int, variant: 
     On entry the cache holds ``tokens[:-1]``; a correct step leaves it holding everything
     but the last emitted token.
     """
-    # 1. Draft k tokens, remembering the row each came from and the row the verifier is told.
+    # 1. Draft k tokens, remembering the row the verifier is told about each.
+    #    Switches: propose (the row the token is drawn from), tell_raw_draft and report (the
+    #    row the verifier is told).
     drafted, told = tokens, []
     for _ in range(k):
         raw = _last_rows(draft, drafted, 1, "draft")[0]
@@ -343,37 +387,40 @@ def _step(tokens: np.ndarray, cache: KVCache, draft: Callable, k: int, variant: 
         told.append(variant.report(raw if variant.tell_raw_draft else p))
     proposals = drafted[tokens.size:]
     # 2. One target pass through the cache: the last accepted token, then every draft.
+    #    Switch: warp_target.
     q_rows = cache.extend(np.append(tokens[-1], proposals))
     if variant.warp_target:
         q_rows = _warp(q_rows, **settings)
     # 3. Keep each draft with probability accept(p(x), q(x)); at the first rejection emit a
-    # correction and stop.
+    #    correction and stop.  Switches: accept, correct.
     for i, x in enumerate(proposals):
         if told[i][x] <= 0:
             raise ValueError(f"variant {variant.name!r}: the verifier was told p(x) = 0 for a drafted token")
         if not choose.coin(variant.accept(told[i][x], q_rows[i, x])):
-            emitted, n_accepted = np.append(proposals[:i], choose.token(variant.correct(told[i], q_rows[i]))), i
+            correction = choose.token(variant.correct(told[i], q_rows[i]))
+            emitted, n_accepted = np.append(proposals[:i], correction), i
             break
     else:
-        # 4. Every draft survived: the bonus token.
-        emitted, n_accepted = np.append(proposals, choose.token(q_rows[variant.bonus_row])), k
-    # 5. Forget the target's view of the rejected drafts.
+        # 4. Every draft survived: the bonus token, from the row after the last draft.
+        #    Switch: bonus_row.
+        bonus = choose.token(q_rows[variant.bonus_row])
+        emitted, n_accepted = np.append(proposals, bonus), k
+    # 5. Forget the target's view of the rejected drafts.  Switch: rollback_cache.
     if variant.rollback_cache:
         cache.rollback(tokens.size + n_accepted)
     return emitted.astype(np.int64), n_accepted
 
 
-def _check_pair(target: Callable, draft: Callable) -> int:
-    vocab = _check_model(target, "target")
-    if _check_model(draft, "draft") != vocab:
-        raise ValueError(f"draft: vocabulary of {draft.vocab_size} tokens differs from the target's {vocab}")
-    return vocab
-
-
-def _check_variant(variant: object) -> Variant:
+def _check_arguments(target: Callable, draft: Callable, prompt: object, k: object, variant: object,
+                     temperature: object, top_k: object, top_p: object) -> tuple[int, np.ndarray, int, dict]:
+    """Validate what :func:`generate` and :func:`distribution` share: ``(V, prompt, k, settings)``."""
+    vocab = _check_pair(target, draft)
+    prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
+    k = as_int(k, "k", minimum=1)
     if not isinstance(variant, Variant):
         raise TypeError(f"variant: expected a speclib.broken.Variant, got {type(variant).__name__}")
-    return variant
+    settings = dict(zip(("temperature", "top_k", "top_p"), _check_settings(temperature, top_k, top_p)))
+    return vocab, prompt, k, settings
 
 
 def generate(
@@ -425,13 +472,9 @@ def generate(
     >>> len(tokens)
     10
     """
-    vocab = _check_pair(target, draft)
-    prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
+    _, prompt, k, settings = _check_arguments(target, draft, prompt, k, variant, temperature, top_k, top_p)
     max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
-    k = as_int(k, "k", minimum=1)
     rng = as_generator(rng)
-    variant = _check_variant(variant)
-    settings = dict(zip(("temperature", "top_k", "top_p"), _check_settings(temperature, top_k, top_p)))
 
     tokens, cache, stats, choose = prompt.copy(), KVCache(target, prompt[:-1]), GenerationStats(), _Draw(rng)
     while tokens.size - prompt.size < max_new_tokens:
@@ -496,12 +539,8 @@ def distribution(
     >>> float(abs(dist - target_sequence_distribution(target, [0], 2)).max()) < 1e-12
     True
     """
-    vocab = _check_pair(target, draft)
-    prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
+    vocab, prompt, k, settings = _check_arguments(target, draft, prompt, k, variant, temperature, top_k, top_p)
     length = as_int(length, "length", minimum=1)
-    k = as_int(k, "k", minimum=1)
-    variant = _check_variant(variant)
-    settings = dict(zip(("temperature", "top_k", "top_p"), _check_settings(temperature, top_k, top_p)))
     if vocab**length > MAX_SEQUENCES:
         raise ValueError(f"length: {vocab}**{length} sequences are too many to enumerate (limit {MAX_SEQUENCES})")
 
@@ -564,7 +603,7 @@ def distance_from_target(
 
 def shipped_verify_a(draft_tokens: np.ndarray, p_draft: np.ndarray, q_target: np.ndarray,
                      rng: np.random.Generator | int, *, bonus: bool = True) -> Verification:
-    """A verifier from a code review.  Same signature as :func:`speclib.sampling.verify`."""
+    """A verifier from a code review, with the signature of speclib.sampling.verify."""
     rng = as_generator(rng)
     p_draft, q_target = np.asarray(p_draft, dtype=float), np.asarray(q_target, dtype=float)
     k = len(draft_tokens)
@@ -581,7 +620,7 @@ def shipped_verify_a(draft_tokens: np.ndarray, p_draft: np.ndarray, q_target: np
 
 def shipped_verify_b(draft_tokens: np.ndarray, p_draft: np.ndarray, q_target: np.ndarray,
                      rng: np.random.Generator | int, *, bonus: bool = True) -> Verification:
-    """Another verifier from a code review.  Same signature as :func:`speclib.sampling.verify`."""
+    """Another one from the same review, with the signature of speclib.sampling.verify."""
     rng = as_generator(rng)
     p_draft, q_target = np.asarray(p_draft, dtype=float), np.asarray(q_target, dtype=float)
     out, n_accepted, rejected = [], 0, False

@@ -19,16 +19,23 @@ and a warped draft is therefore exact *for the warped target*, which is what a u
 for ``temperature=0.7`` wants.  At temperature 0 verification reduces to an exact-match
 test; :func:`greedy_speculative_generate` writes that rule out, and its output equals
 :func:`greedy_generate` token for token.
+
+Chapter 10 measures three things with this module: :func:`control_placement_errors` (exact:
+which models must the controls be applied to?), :func:`mean_acceptance_rate` (what do the
+controls do to acceptance on given contexts?) and :func:`greedy_agreement` (does greedy
+speculative decoding reproduce greedy decoding?).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
 from ._validate import as_distribution, as_int, as_real, as_tokens
-from .decoding import GenerationStats, _check_model, _last_rows
+from .decoding import GenerationStats, _check_model, _last_rows, speculative_generate
+from .exact import speculative_sequence_distribution, target_sequence_distribution
+from .sampling import acceptance_rate
 
 # Masses that differ from ``top_p`` by less than this count as reaching it (rounding in cumsum).
 _TOP_P_SLACK = 1e-12
@@ -43,6 +50,13 @@ def _check_settings(temperature: object, top_k: object, top_p: object) -> tuple[
         if top_p == 0.0:
             raise ValueError("top_p: must be > 0 (top_p = 0 would keep no token); use temperature=0 for greedy decoding")
     return temperature, top_k, top_p
+
+
+def _check_pair(target: Callable, draft: Callable) -> int:
+    vocab = _check_model(target, "target")
+    if _check_model(draft, "draft") != vocab:
+        raise ValueError(f"draft: vocabulary of {draft.vocab_size} tokens differs from the target's {vocab}")
+    return vocab
 
 
 def _keep_top(rows: np.ndarray, keep: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
@@ -263,9 +277,7 @@ def greedy_speculative_generate(
     >>> bool((spec == greedy_generate(target, [0], 30)[0]).all()), stats.target_passes < 30
     (True, True)
     """
-    vocab = _check_model(target, "target")
-    if _check_model(draft, "draft") != vocab:
-        raise ValueError(f"draft: vocabulary of {draft.vocab_size} tokens differs from the target's {vocab}")
+    vocab = _check_pair(target, draft)
     prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
     max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
     k = as_int(k, "k", minimum=1)
@@ -296,3 +308,164 @@ def greedy_speculative_generate(
         stats.tokens_generated += len(emitted)
         stats.tokens_per_step.append(len(emitted))
     return tokens[prompt.size:], stats
+
+
+# --- Chapter 10's measurements -----------------------------------------------------------------
+
+#: Where the sampling controls can be applied, in the order :func:`control_placement_errors` reports.
+PLACEMENTS = ("both models", "target only", "draft only")
+
+
+def control_placement_errors(
+    target: Callable,
+    draft: Callable,
+    prompt: np.ndarray,
+    k: int,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+) -> dict[str, float]:
+    """How far speculative decoding is from the controlled target, for each placement of the controls.
+
+    The user asked for ``warp(target, temperature, top_k, top_p)``.  For each entry of
+    :data:`PLACEMENTS` (controls on both models, on the target only, on the draft only)
+    this enumerates the first speculative step exactly (:mod:`speclib.exact`) and returns
+    the largest gap, over all ``V ** (k + 1)`` continuations of ``prompt``, between the
+    probability speculative decoding gives a sequence and the probability the controlled
+    target gives it.  Rounding error (about 1e-16) means exact.
+
+    Parameters
+    ----------
+    target, draft : model
+        Models following the protocol of :mod:`speclib.models`, with the same (small) vocabulary.
+    prompt : array_like of int
+        At least one token.
+    k : int
+        Draft length.
+    temperature, top_k, top_p :
+        As in :func:`warp_distribution`.
+
+    Returns
+    -------
+    dict mapping each placement to its largest gap.
+
+    Examples
+    --------
+    >>> from speclib.models import markov_pair
+    >>> target, draft = markov_pair(vocab_size=3, draft_noise=0.6, seed=5)
+    >>> errors = control_placement_errors(target, draft, [0], 2, temperature=0.5)
+    >>> errors["both models"] < 1e-12, errors["target only"] < 1e-12, errors["draft only"] > 0.1
+    (True, True, True)
+    """
+    _check_pair(target, draft)
+    hot_target = warp(target, temperature, top_k, top_p)
+    hot_draft = warp(draft, temperature, top_k, top_p)
+    k = as_int(k, "k", minimum=1)
+    want = target_sequence_distribution(hot_target, prompt, k + 1)
+    pairs = dict(zip(PLACEMENTS, [(hot_target, hot_draft), (hot_target, draft), (target, hot_draft)]))
+    return {name: float(np.abs(speculative_sequence_distribution(t, d, prompt, k) - want).max())
+            for name, (t, d) in pairs.items()}
+
+
+def mean_acceptance_rate(
+    target: Callable,
+    draft: Callable,
+    tokens: np.ndarray,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    warp_draft: bool = True,
+) -> float:
+    """The acceptance rate ``alpha = sum_x min(p(x), q(x))`` averaged over the contexts of a text.
+
+    Each prefix ``tokens[:i + 1]`` is one context: the target's row ``q`` and the draft's row
+    ``p`` after it are warped by the controls (the draft's only if ``warp_draft``) and their
+    acceptance rate is computed exactly.  Unlike the rate measured while generating, this
+    holds the contexts fixed, so it shows what the controls alone do to acceptance.
+
+    Parameters
+    ----------
+    target, draft : model
+        Models following the protocol of :mod:`speclib.models`, with the same vocabulary.
+    tokens : array_like of int, shape (n,)
+        The text whose ``n`` prefixes are the contexts (at least one token).
+    temperature, top_k, top_p :
+        As in :func:`warp_distribution`.
+    warp_draft : bool, default True
+        Apply the controls to the draft too; with False the draft's raw rows are used.
+
+    Returns
+    -------
+    float in [0, 1]
+
+    Examples
+    --------
+    >>> from speclib.models import MarkovModel
+    >>> target = MarkovModel([[0.6, 0.4], [0.3, 0.7]])
+    >>> draft = MarkovModel([[0.4, 0.6], [0.3, 0.7]])
+    >>> mean_acceptance_rate(target, draft, [0, 1])            # (0.8 + 1.0) / 2
+    0.9
+    >>> mean_acceptance_rate(target, draft, [0, 1], temperature=0)   # argmaxes agree after token 1 only
+    0.5
+    """
+    vocab = _check_pair(target, draft)
+    tokens = as_tokens(tokens, "tokens", vocab, allow_empty=False)
+    settings = _check_settings(temperature, top_k, top_p)
+    q = _warp(_last_rows(target, tokens, tokens.size, "target"), *settings)
+    p = _last_rows(draft, tokens, tokens.size, "draft")
+    if warp_draft:
+        p = _warp(p, *settings)
+    return float(np.mean(acceptance_rate(p, q)))
+
+
+class GreedyAgreement(NamedTuple):
+    """What :func:`greedy_agreement` found."""
+
+    runs: int  #: speculative runs compared with greedy decoding
+    identical: int  #: runs whose tokens equal greedy decoding's, token for token
+    tokens_per_pass: float  #: tokens per target pass of greedy_speculative_generate, over all its runs
+
+
+def greedy_agreement(
+    target: Callable,
+    draft: Callable,
+    prompts: list,
+    max_new_tokens: int,
+    ks: tuple[int, ...] = (1, 2, 4, 8),
+) -> GreedyAgreement:
+    """Compare speculative decoding at temperature 0 with greedy decoding of the target.
+
+    For every prompt and every draft length in ``ks``, two speculative decoders run:
+    :func:`greedy_speculative_generate` (the exact-match rule, no randomness) and
+    :func:`speclib.decoding.speculative_generate` on both models warped to temperature 0
+    (the ordinary sampler, with the prompt's index as its seed).  Each is compared, token for
+    token, with :func:`greedy_generate` on the target.
+
+    Returns
+    -------
+    GreedyAgreement
+
+    Examples
+    --------
+    >>> from speclib.models import markov_pair
+    >>> target, draft = markov_pair(vocab_size=6, draft_noise=0.7, seed=1)
+    >>> result = greedy_agreement(target, draft, [[0], [3]], 20, ks=(1, 3))
+    >>> result.runs, result.identical
+    (8, 8)
+    """
+    _check_pair(target, draft)
+    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=1)
+    ks = tuple(as_int(k, "ks", minimum=1) for k in ks)
+    cold_target, cold_draft = warp(target, temperature=0), warp(draft, temperature=0)
+    runs = identical = passes = tokens = 0
+    for seed, prompt in enumerate(prompts):
+        want, _ = greedy_generate(target, prompt, max_new_tokens)
+        for k in ks:
+            exact_match, stats = greedy_speculative_generate(target, draft, prompt, max_new_tokens, k)
+            sampled, _ = speculative_generate(cold_target, cold_draft, prompt, max_new_tokens, k, rng=seed)
+            runs += 2
+            identical += int((exact_match == want).all()) + int((sampled == want).all())
+            passes, tokens = passes + stats.target_passes, tokens + stats.tokens_generated
+    return GreedyAgreement(runs, identical, tokens / passes if passes else float("nan"))

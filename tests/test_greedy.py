@@ -157,3 +157,22 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="max_new_tokens: must be >= 0"):
         greedy_generate(target, [0], -1)
     assert greedy_speculative_generate(target, draft, [0], 0, 3)[0].size == 0
+
+
+def test_greedy_agreement_runs_both_speculative_decoders_against_greedy():
+    """The chapter's summary function: every run identical, and the counts add up."""
+    from speclib.warping import greedy_agreement
+
+    target, draft = mixed_markov_pair(vocab_size=8)
+    prompts = [[0], [3], [1, 2]]
+    result = greedy_agreement(target, draft, prompts, 25, ks=(1, 3))
+    assert result.runs == 2 * len(prompts) * 2 and result.identical == result.runs
+    passes = sum(greedy_speculative_generate(target, draft, p, 25, k)[1].target_passes
+                 for p in prompts for k in (1, 3))
+    assert result.tokens_per_pass == pytest.approx(len(prompts) * 2 * 25 / passes)
+    assert 1.0 < result.tokens_per_pass < 4.0
+    other, _ = markov_pair(vocab_size=5)
+    with pytest.raises(ValueError, match="draft: vocabulary"):
+        greedy_agreement(target, other, prompts, 5)
+    with pytest.raises(ValueError, match="ks: must be >= 1"):
+        greedy_agreement(target, draft, prompts, 5, ks=(0,))

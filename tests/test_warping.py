@@ -298,3 +298,72 @@ def test_plots_and_explorer_of_the_chapter():
     assert len(ax.get_xticklabels()) == 3 and ax.get_ylabel() == "frequency"
     assert sampling_controls_explorer(vocab_size=6) is not None
     plt.close("all")
+
+
+# --- chapter 10's measurements: where the controls go, acceptance on fixed contexts ------------
+
+def test_control_placement_errors_match_the_direct_enumeration():
+    """Exact with the controls on both models or the target only; the draft-only placement is
+    the negative control that the same function must flag."""
+    from speclib.warping import PLACEMENTS, control_placement_errors
+
+    target, draft = markov_pair(vocab_size=3, draft_noise=0.6, seed=5)
+    for controls in SETTINGS:
+        errors = control_placement_errors(target, draft, [0], 2, **controls)
+        assert tuple(errors) == PLACEMENTS
+        hot = warp(target, **controls)
+        assert errors["both models"] == _error_against(hot, hot, warp(draft, **controls))
+        assert errors["draft only"] == _error_against(hot, target, warp(draft, **controls))
+        assert errors["both models"] < TOLERANCE and errors["target only"] < TOLERANCE
+        assert errors["draft only"] > DETECTABLE
+    with pytest.raises(ValueError, match="top_p"):
+        control_placement_errors(target, draft, [0], 2, top_p=0.0)
+
+
+def _rows(model, tokens):
+    """The model's next-token row after every prefix of ``tokens``, one call per prefix."""
+    return np.array([model(tokens[: i + 1])[-1] for i in range(len(tokens))])
+
+
+@pytest.mark.parametrize("controls", SETTINGS + [{}], ids=str)
+def test_mean_acceptance_rate_averages_the_exact_rate_over_prefixes(second_order_pair, controls):
+    from speclib.sampling import acceptance_rate
+    from speclib.warping import mean_acceptance_rate
+
+    target, draft = second_order_pair
+    tokens = np.array([0, 2, 1, 1, 2, 0, 0, 1])
+    q = warp_distribution(_rows(target, tokens), **controls)
+    p_raw = _rows(draft, tokens)
+    want = acceptance_rate(warp_distribution(p_raw, **controls), q).mean()
+    assert mean_acceptance_rate(target, draft, tokens, **controls) == pytest.approx(want, abs=1e-12)
+    want_raw = acceptance_rate(p_raw, q).mean()
+    got_raw = mean_acceptance_rate(target, draft, tokens, warp_draft=False, **controls)
+    assert got_raw == pytest.approx(want_raw, abs=1e-12)
+
+
+def test_mean_acceptance_rate_at_temperature_zero_counts_agreeing_argmaxes():
+    from speclib.warping import mean_acceptance_rate
+
+    target, draft = markov_pair(vocab_size=6, draft_noise=0.9, seed=4)
+    tokens = np.arange(6)
+    agree = np.mean(np.argmax(target.transition, 1) == np.argmax(draft.transition, 1))
+    assert mean_acceptance_rate(target, draft, tokens, temperature=0) == pytest.approx(agree)
+    assert mean_acceptance_rate(target, target, tokens, temperature=0.3) == pytest.approx(1.0)
+
+
+def test_mean_acceptance_rate_bad_arguments():
+    from speclib.warping import mean_acceptance_rate
+
+    target, draft = markov_pair(vocab_size=3)
+    other, _ = markov_pair(vocab_size=4)
+    with pytest.raises(ValueError, match="tokens: must contain at least one token"):
+        mean_acceptance_rate(target, draft, [])
+    with pytest.raises(ValueError, match="draft: vocabulary"):
+        mean_acceptance_rate(target, other, [0, 1])
+    with pytest.raises(ValueError, match="temperature: must be >= 0"):
+        mean_acceptance_rate(target, draft, [0, 1], temperature=-1)
+
+
+def test_check_exact_calls_says_when_the_answer_is_missing():
+    with pytest.raises(checks.ExerciseError, match="still None"):
+        checks.check_exact_calls(None)

@@ -258,3 +258,17 @@ def test_plot_zoo_distances():
     assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b"]
     assert len(ax.patches) == 4 and "total-variation" in ax.get_xlabel()
     plt.close("all")
+
+
+def test_reported_mistakes_and_steps_describe_the_zoo():
+    """The chapter's table: every zoo variant has a step, and all but the off-by-one bonus
+    row are among the mistakes users have reported."""
+    assert set(broken.ZOO) - set(broken.REPORTED) == {broken.WRONG_BONUS_ROW}
+    assert set(broken.REPORTED) <= set(broken.ZOO)
+    assert set(broken.ZOO_STEP) == {v.name for v in broken.ZOO}
+    assert all(step[0] in "12345" for step in broken.ZOO_STEP.values())
+
+
+def test_check_shipped_a_diagnosis_says_when_the_answer_is_missing():
+    with pytest.raises(checks.ExerciseError, match="still None"):
+        checks.check_shipped_a_diagnosis(None)
