@@ -393,12 +393,7 @@ def adaptive_generate(
 
         emitted = emitted[:remaining]
         tokens = np.concatenate([tokens, emitted])
-        stats.target_passes += 1
-        stats.draft_proposed += n_drafted
-        stats.draft_verified += n_accepted + int(n_accepted < n_drafted)
-        stats.accepted += n_accepted
-        stats.tokens_generated += len(emitted)
-        stats.tokens_per_step.append(len(emitted))
+        stats.record_step(n_drafted, n_accepted, len(emitted), draft_passes=0)  # counted while drafting
         stats.k_per_step.append(n_drafted)
         stats.accepted_per_step.append(n_accepted)
     return tokens[prompt.size:], stats

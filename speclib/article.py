@@ -99,13 +99,7 @@ class SpeculativeDecoder:
             new, n_acc, k = self.speculative_step(context_id)
             kept = new[: n_tokens - len(tokens)]
             tokens.extend(kept)
-            stats.tokens_generated += len(kept)
-            stats.tokens_per_step.append(len(kept))
-            stats.target_passes += 1
-            stats.draft_passes += k
-            stats.draft_proposed += k
-            stats.draft_verified += n_acc + int(n_acc < k)
-            stats.accepted += n_acc
+            stats.record_step(k, n_acc, len(kept))
         return tokens, stats
 
     def generate_greedy(self, context_id: int, n_tokens: int) -> tuple[list[int], GenerationStats]:
@@ -119,9 +113,7 @@ class SpeculativeDecoder:
         q = self.q(context_id)
         for _ in range(n_tokens):
             tokens.append(int(self._rng.choice(self.vocab_size, p=q)))
-            stats.tokens_generated += 1
-            stats.tokens_per_step.append(1)
-            stats.target_passes += 1
+            stats.record_step(proposed=0, accepted=0, emitted=1)
         return tokens, stats
 
 

@@ -483,13 +483,7 @@ def generate(
         emitted, n_accepted = _step(tokens, cache, draft, k_step, variant, settings, choose)
         emitted = emitted[:remaining]
         tokens = np.concatenate([tokens, emitted])
-        stats.target_passes += 1
-        stats.draft_passes += k_step
-        stats.draft_proposed += k_step
-        stats.draft_verified += n_accepted + int(n_accepted < k_step)
-        stats.accepted += n_accepted
-        stats.tokens_generated += len(emitted)
-        stats.tokens_per_step.append(len(emitted))
+        stats.record_step(k_step, n_accepted, len(emitted))
     return tokens[prompt.size:], stats
 
 

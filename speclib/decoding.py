@@ -51,6 +51,22 @@ class GenerationStats:
         """Generated tokens per target forward pass (1.0 for plain decoding)."""
         return self.tokens_generated / self.target_passes if self.target_passes else math.nan
 
+    def record_step(self, proposed: int, accepted: int, emitted: int, draft_passes: int | None = None) -> None:
+        """Count one step: one target pass, ``proposed`` drafts of which ``accepted`` were kept,
+        and ``emitted`` tokens output.
+
+        A step that kept fewer drafts than it proposed judged exactly one more, the first
+        rejected one; the drafts after it were never verified.  ``draft_passes`` defaults to
+        one pass per proposed draft (prompt lookup, for instance, proposes without any).
+        """
+        self.target_passes += 1
+        self.draft_passes += proposed if draft_passes is None else draft_passes
+        self.draft_proposed += proposed
+        self.draft_verified += accepted + int(accepted < proposed)
+        self.accepted += accepted
+        self.tokens_generated += int(emitted)
+        self.tokens_per_step.append(int(emitted))
+
     def summary(self) -> str:
         """One line with the figures a reader usually wants."""
         acc = "n/a" if math.isnan(self.acceptance_rate) else f"{self.acceptance_rate:.3f}"
@@ -127,9 +143,7 @@ def autoregressive_generate(
     for _ in range(max_new_tokens):
         q = _last_rows(model, tokens, 1, "model")[0]
         tokens = np.append(tokens, sample_token(q, rng))
-        stats.target_passes += 1
-        stats.tokens_generated += 1
-        stats.tokens_per_step.append(1)
+        stats.record_step(proposed=0, accepted=0, emitted=1)
     return tokens[prompt.size:], stats
 
 
@@ -209,11 +223,5 @@ def speculative_generate(
 
         emitted = out.tokens[:remaining]
         tokens = np.concatenate([tokens, emitted])
-        stats.target_passes += 1
-        stats.draft_passes += k_step
-        stats.draft_proposed += k_step
-        stats.draft_verified += out.n_accepted + int(out.n_accepted < k_step)  # + the rejected one
-        stats.accepted += out.n_accepted
-        stats.tokens_generated += len(emitted)
-        stats.tokens_per_step.append(len(emitted))
+        stats.record_step(k_step, out.n_accepted, len(emitted))
     return tokens[prompt.size:], stats

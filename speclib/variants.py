@@ -185,12 +185,7 @@ def lookup_generate(
             emitted, n_accepted = out.tokens, out.n_accepted
         emitted = emitted[:remaining]
         tokens = np.concatenate([tokens, emitted])
-        stats.target_passes += 1
-        stats.draft_proposed += proposal.size
-        stats.draft_verified += n_accepted + int(n_accepted < proposal.size)
-        stats.accepted += n_accepted
-        stats.tokens_generated += emitted.size
-        stats.tokens_per_step.append(int(emitted.size))
+        stats.record_step(proposal.size, n_accepted, emitted.size, draft_passes=0)  # a look-up is no pass
     return tokens[prompt.size:], stats
 
 
@@ -406,13 +401,8 @@ def multi_draft_generate(
         out = multi_draft_verify(np.array(drafts), np.array(p_rows), np.array(q_rows), rng, recursive=recursive)
         emitted = out.tokens[:remaining]
         tokens = np.concatenate([tokens, emitted])
-        stats.target_passes += 1
-        stats.draft_passes += m * k_step
-        stats.draft_proposed += m * k_step
-        stats.draft_verified += out.n_accepted + int(out.n_accepted < k_step)
-        stats.accepted += out.n_accepted
-        stats.tokens_generated += emitted.size
-        stats.tokens_per_step.append(int(emitted.size))
+        stats.record_step(k_step, out.n_accepted, emitted.size, draft_passes=m * k_step)
+        stats.draft_proposed += (m - 1) * k_step  # the other m - 1 drafts were proposed too
     return tokens[prompt.size:], stats
 
 
@@ -1026,13 +1016,7 @@ def cached_speculative_generate(
                 else:
                     p_next = rows[-1]
         tokens = new_tokens
-        stats.target_passes += 1
-        stats.draft_passes += k_step
-        stats.draft_proposed += k_step
-        stats.draft_verified += out.n_accepted + int(out.n_accepted < k_step)
-        stats.accepted += out.n_accepted
-        stats.tokens_generated += emitted.size
-        stats.tokens_per_step.append(int(emitted.size))
+        stats.record_step(k_step, out.n_accepted, emitted.size)
     return tokens[prompt.size:], stats, t_cache, d_cache
 
 

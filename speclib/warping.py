@@ -230,9 +230,7 @@ def greedy_generate(model: Callable, prompt: np.ndarray, max_new_tokens: int) ->
     stats = GenerationStats()
     for _ in range(max_new_tokens):
         tokens = np.append(tokens, int(np.argmax(_last_rows(model, tokens, 1, "model")[0])))
-        stats.target_passes += 1
-        stats.tokens_generated += 1
-        stats.tokens_per_step.append(1)
+        stats.record_step(proposed=0, accepted=0, emitted=1)
     return tokens[prompt.size:], stats
 
 
@@ -300,13 +298,7 @@ def greedy_speculative_generate(
         emitted = np.append(proposals[:n_accepted], choices[n_accepted])[:remaining]
 
         tokens = np.concatenate([tokens, emitted])
-        stats.target_passes += 1
-        stats.draft_passes += k_step
-        stats.draft_proposed += k_step
-        stats.draft_verified += n_accepted + int(n_accepted < k_step)
-        stats.accepted += n_accepted
-        stats.tokens_generated += len(emitted)
-        stats.tokens_per_step.append(len(emitted))
+        stats.record_step(k_step, n_accepted, len(emitted))
     return tokens[prompt.size:], stats
 
 

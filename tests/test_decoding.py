@@ -114,3 +114,15 @@ def test_summary_mentions_key_figures():
                         draft_verified=9, accepted=6, tokens_per_step=[3, 3, 2, 2])
     text = s.summary()
     assert "tokens/pass=2.50" in text and "acceptance=0.667" in text
+
+
+def test_record_step_counts_the_first_rejection_only():
+    s = GenerationStats()
+    s.record_step(proposed=4, accepted=1, emitted=2)  # drafts 3 and 4 were never judged
+    s.record_step(proposed=4, accepted=4, emitted=5)  # all kept, plus the bonus
+    s.record_step(proposed=0, accepted=0, emitted=1)  # a plain step
+    assert (s.target_passes, s.draft_passes, s.draft_proposed) == (3, 8, 8)
+    assert (s.draft_verified, s.accepted, s.tokens_generated) == (6, 5, 8)
+    assert s.tokens_per_step == [2, 5, 1]
+    s.record_step(proposed=3, accepted=0, emitted=1, draft_passes=0)  # prompt lookup: no draft pass
+    assert s.draft_passes == 8 and s.draft_verified == 7
