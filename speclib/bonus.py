@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._validate import as_int, as_probability_array
+from .engine import EngineResult
 from .theory import expected_tokens_per_pass
 
 
@@ -72,3 +73,45 @@ def bonus_share(alpha: float | np.ndarray, k: int) -> float | np.ndarray:
     alpha = as_probability_array(alpha, "alpha")
     out = alpha**k / expected_tokens_per_pass(alpha, k)
     return float(out) if np.ndim(out) == 0 else out
+
+
+def tokens_per_full_step(result: EngineResult) -> np.ndarray:
+    """Tokens emitted by each step of an engine run that the token budget did not cut short.
+
+    A step that starts with ``k`` or fewer tokens still to go either drafts fewer than ``k``
+    tokens or loses part of what it emits, so its count does not follow
+    :func:`speclib.theory.tokens_per_step_pmf`.  Every other step drafts the full ``k`` and
+    keeps all it emits.  Whether a step is one of those depends only on the steps before it,
+    so with independent acceptances (a fixed context) their counts are independent draws from
+    ``tokens_per_step_pmf(alpha, k)`` (:func:`tokens_per_step_pmf_without_bonus` when the
+    bonus is off): the sample for a histogram or a confidence interval.
+
+    Parameters
+    ----------
+    result : speclib.engine.EngineResult
+        What :func:`speclib.engine.run_streams` returned.
+
+    Returns
+    -------
+    ndarray of int, shape (n_full_steps,)
+        The tokens each such step emitted, stream by stream.
+
+    Raises
+    ------
+    TypeError
+        If ``result`` is not an :class:`speclib.engine.EngineResult`.
+
+    Examples
+    --------
+    >>> from speclib.engine import run_streams
+    >>> from speclib.models import fixed_pair
+    >>> target, draft = fixed_pair(draft_noise=0.3)
+    >>> run = run_streams(target, draft, k=4, n_streams=100, n_tokens=50, rng=0)
+    >>> steps = tokens_per_full_step(run)
+    >>> int(steps.min()), int(steps.max()), steps.size < run.emitted.size
+    (1, 5, True)
+    """
+    if not isinstance(result, EngineResult):
+        raise TypeError(f"result: expected the EngineResult of speclib.engine.run_streams, "
+                        f"got {type(result).__name__}")
+    return result.emitted[result.start < result.n_tokens - result.k]

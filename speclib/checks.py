@@ -56,7 +56,7 @@ def check_tokens_per_pass(tokens_per_pass) -> None:
     passed("tokens_per_pass agrees with GenerationStats.tokens_per_target_pass on every case.")
 
 
-# --- Chapters 4-6: correction, bonus token, theory (helper ch456) -------------------------
+# --- Chapters 4-6: correction, bonus token, theory
 
 def _call_numeric(fn, where: str, *args):
     """Call the student's function; a division by zero gets a hint instead of a traceback."""
@@ -163,7 +163,7 @@ def check_speedup(speedup) -> None:
     passed("speedup agrees with walltime_speedup on every (alpha, k, c) tried.")
 
 
-# --- Chapter 7: the reference article revisited (helper article) -------------------------
+# --- Chapter 7: the reference article revisited
 
 def check_acceptance_from_steps(acceptance_from_steps) -> None:
     """Exercise ex-07-3: ``acceptance_from_steps(n_accepted, k)``, accepted / verified drafts."""
@@ -188,7 +188,7 @@ def check_acceptance_from_steps(acceptance_from_steps) -> None:
     passed("acceptance_from_steps counts accepted / verified drafts on every case.")
 
 
-# --- Chapters 1-3: why decoding is slow, drafting, verification (helper ch123) ------------
+# --- Chapters 1-3: why decoding is slow, drafting, verification
 
 def _token_array(value, where: str):
     import numpy as np
@@ -339,7 +339,7 @@ def check_accepted_prefix(accepted_prefix) -> None:
     passed("accepted_prefix keeps the same drafts as speclib.sampling.verify on every case.")
 
 
-# --- Chapter 8: real text (helper realtext) ------------------------------------------------
+# --- Chapter 8: real text
 # The reference answers live in helpers away from the checks, so that the traceback a student
 # sees when a check fails never shows them.
 
@@ -439,7 +439,7 @@ def check_interpolated_row(interpolated_row) -> None:
     passed("interpolated_row matches interpolated absolute discounting on every case.")
 
 
-# --- Chapters 10-11: sampling controls, the bug zoo (helper zoo) ---------------------------
+# --- Chapters 10-11: sampling controls, the bug zoo
 
 def _row_or_fail(value, size: int, where: str):
     import numpy as np
@@ -625,7 +625,7 @@ def check_argmax_first_token(argmax_draft_first_token) -> None:
     passed("argmax_draft_first_token matches the exact enumeration of the faulty step.")
 
 
-# --- Chapters 12-13: adaptive draft length, production variants (helper adaptive) --------
+# --- Chapters 12-13: adaptive draft length, production variants
 
 def _adaptive_float(value, where: str) -> float:
     import math
@@ -776,7 +776,7 @@ def check_keep_after_step(keep_after_step) -> None:
     passed("With your rollback the caches equal a fresh computation, and the tokens equal the uncached decoder's.")
 
 
-# --- Chapter 9: a real model pair (helper neural) ------------------------------------------
+# --- Chapter 9: a real model pair
 
 def check_predicted_speedup(predicted_speedup) -> None:
     """Exercise ex-09-1: ``predicted_speedup(alpha, k, c, verify_ratio)`` with a costly verification pass."""

@@ -7,7 +7,7 @@ and return the axes, and never call ``plt.show()`` (the notebook does).
 from __future__ import annotations
 
 
-# --- Chapters 4-6: correction, bonus token, theory (helper ch456) -------------------------
+# --- Chapters 4-6: correction, bonus token, theory
 
 def _axes(ax, figsize=(7, 3.5)):
     import matplotlib.pyplot as plt
@@ -68,7 +68,7 @@ def plot_tokens_per_step(tokens_per_step, pmf, ax=None, title="Tokens emitted pe
     ax = _axes(ax)
     n = np.arange(1, pmf.size + 1)
     observed = np.bincount(steps, minlength=pmf.size + 1)[1:] / steps.size
-    ax.bar(n, observed, color="tab:blue", alpha=0.7, label=f"simulated ({steps.size} steps)")
+    ax.bar(n, observed, color="tab:blue", alpha=0.7, label=f"simulated ({steps.size:,} steps)")
     ax.plot(n, pmf, "o", color="black", label="theory")
     ax.set(xlabel="tokens emitted in one step", ylabel="fraction of steps", xticks=n, title=title)
     ax.legend(fontsize=8)
@@ -111,7 +111,7 @@ def plot_speedup(view, ax=None):
     return ax
 
 
-# --- Chapters 1-3: why decoding is slow, drafting, verification (helper ch123) ------------
+# --- Chapters 1-3: why decoding is slow, drafting, verification
 
 def plot_pass_times(times, fit=None, ax=None, label="measured median", relative=False, color="tab:blue"):
     """Measured pass times (medians, with the middle half of the repeats as error bars).
@@ -239,7 +239,7 @@ def plot_verification_block(view, ax=None, legend=True):
     return ax
 
 
-# --- Chapter 8: real text (helper realtext) ------------------------------------------------
+# --- Chapter 8: real text
 
 def plot_acceptance_by_position(rate, n_judged, ax=None, label=None, color=None, alpha=None):
     """Acceptance rate at each draft position of a block, with 95% binomial error bars.
@@ -265,7 +265,7 @@ def plot_acceptance_by_position(rate, n_judged, ax=None, label=None, color=None,
     return ax
 
 
-# --- Chapters 10-11: sampling controls, the bug zoo (helper zoo) --------------------------
+# --- Chapters 10-11: sampling controls, the bug zoo
 
 def plot_sampling_controls(view, ax=None, legend=True):
     """Target and draft rows after the sampling controls, with the raw target row outlined.
@@ -340,7 +340,7 @@ def plot_zoo_distances(names, distances, ax=None, title="Exact distance of each 
     return ax
 
 
-# --- Chapters 12-13: adaptive draft length, production variants (helper adaptive) --------
+# --- Chapters 12-13: adaptive draft length, production variants
 
 def plot_controller_bars(view, ax=None):
     """Bars: each controller's speed-up at one cost ratio, plain decoding at 1.
@@ -431,7 +431,7 @@ def plot_batch_waste(view, ax=None):
     return ax
 
 
-# --- Chapter 9: a real model pair (helper neural) ------------------------------------------
+# --- Chapter 9: a real model pair
 
 def plot_measured_speedup(ks, speedups, predictions=None, ax=None,
                           title="Speculative against plain decoding, measured"):
@@ -460,7 +460,7 @@ def plot_measured_speedup(ks, speedups, predictions=None, ax=None,
     return ax
 
 
-# --- Chapter 6: the best draft length over the (alpha, c) plane (helper review47) ---------
+# --- Chapter 6: the best draft length over the (alpha, c) plane
 
 #: Bins of the best draft length in :func:`plot_best_k_map`: short drafts get a colour each,
 #: long ones share one per range, so that both stay legible.

@@ -9,7 +9,7 @@ static figure made by the same pure function next to the explorer.
 from __future__ import annotations
 
 
-# --- Chapters 4-6: correction, bonus token, theory (helper ch456) -------------------------
+# --- Chapters 4-6: correction, bonus token, theory
 
 from typing import NamedTuple as _NamedTuple
 
@@ -183,7 +183,7 @@ def speedup_explorer(k_max: int = 16):
     )
 
 
-# --- Chapters 1-3: why decoding is slow, drafting, verification (helper ch123) ------------
+# --- Chapters 1-3: why decoding is slow, drafting, verification
 
 class PassCostView(_NamedTuple):
     """What the pass-cost explorer (chapter 1) shows for one machine and model size."""
@@ -366,7 +366,7 @@ def verification_explorer(k: int = 4, n_blocks: int = 12, seed: int = 0):
     )
 
 
-# --- Chapter 8: real text (helper realtext) ------------------------------------------------
+# --- Chapter 8: real text
 
 class GenerationView(_NamedTuple):
     """What the real-text explorer (chapter 8) shows for one setting."""
@@ -421,7 +421,7 @@ def generation_explorer():
     )
 
 
-# --- Chapter 10: sampling controls (helper zoo) --------------------------------------------
+# --- Chapter 10: sampling controls
 
 class SamplingControlsView(_NamedTuple):
     """What the sampling-controls explorer (chapter 10) shows for one setting."""
@@ -485,7 +485,7 @@ def sampling_controls_explorer(vocab_size: int = 8, seed: int = 0):
     )
 
 
-# --- Chapters 12-13: adaptive draft length, production variants (helper adaptive) --------
+# --- Chapters 12-13: adaptive draft length, production variants
 
 class ControllerView(_NamedTuple):
     """What the controller explorer (chapter 12) shows for one draft quality and cost ratio."""

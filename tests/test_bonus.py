@@ -4,9 +4,13 @@ import numpy as np
 import pytest
 
 from speclib import expected_tokens_per_pass, fixed_pair, speculative_generate, tokens_per_step_pmf
-from speclib.bonus import bonus_share, expected_tokens_per_pass_without_bonus, tokens_per_step_pmf_without_bonus
+from speclib.bonus import (bonus_share, expected_tokens_per_pass_without_bonus, tokens_per_full_step,
+                           tokens_per_step_pmf_without_bonus)
+from speclib.engine import run_streams
 from speclib.sampling import acceptance_rate
-from speclib.stats import mean_confidence_interval
+from speclib.stats import chi_square_test, mean_confidence_interval
+
+LEVEL = 1e-3  # a chi-square p-value below this rejects "the counts follow the formula"
 
 
 def test_pmf_hand_computed():
@@ -55,6 +59,34 @@ def test_simulation_without_bonus_matches_and_with_bonus_formula_does_not():
     assert not ci.low < expected_tokens_per_pass(alpha, k) < ci.high
 
 
+def test_full_steps_are_the_steps_with_more_than_k_tokens_to_go():
+    target, draft = fixed_pair(vocab_size=16, draft_noise=0.5, seed=1)
+    run = run_streams(target, draft, k=3, n_streams=50, n_tokens=20, rng=0)
+    steps = tokens_per_full_step(run)
+    to_go = run.n_tokens - run.start
+    assert steps.size == np.count_nonzero(to_go > 3) < run.emitted.size
+    np.testing.assert_array_equal(steps, run.emitted[to_go > 3])
+    assert (run.proposed[to_go > 3] == 3).all()  # every full step drafted the whole k
+    assert steps.min() >= 1 and steps.max() <= 4
+
+
+@pytest.mark.parametrize("bonus", [True, False])
+def test_full_steps_follow_the_pmf_and_all_steps_do_not(bonus):
+    """Seeded, threshold LEVEL. Short generations (12 tokens, k = 4) cut many steps short:
+    the full steps pass the chi-square test against the formula; all steps together (the
+    negative control) fail the same test."""
+    target, draft = fixed_pair(vocab_size=64, draft_noise=0.3, seed=0)
+    alpha, k = acceptance_rate(draft.dist, target.dist), 4
+    run = run_streams(target, draft, k, n_streams=20_000, n_tokens=12, rng=5, bonus=bonus)
+    pmf = tokens_per_step_pmf(alpha, k) if bonus else tokens_per_step_pmf_without_bonus(alpha, k)
+
+    def pvalue(steps):
+        return chi_square_test(np.bincount(steps, minlength=pmf.size + 1)[1:], pmf).pvalue
+
+    assert pvalue(tokens_per_full_step(run)) > LEVEL
+    assert pvalue(run.emitted) < LEVEL
+
+
 def test_bad_input():
     with pytest.raises(ValueError, match=r"alpha: must lie in \[0, 1\]"):
         tokens_per_step_pmf_without_bonus(1.2, 3)
@@ -62,3 +94,5 @@ def test_bad_input():
         expected_tokens_per_pass_without_bonus(0.5, 0)
     with pytest.raises(TypeError, match="k: expected an integer"):
         bonus_share(0.5, 2.0)
+    with pytest.raises(TypeError, match="result: expected the EngineResult"):
+        tokens_per_full_step([1, 2, 3])
