@@ -7,7 +7,7 @@
     python3 dev.py student  build the student edition (no solutions) into
                             _build_student/_build/html
 
-Both create a virtual environment in .venv on first use (or when requirements.txt
+Each creates a virtual environment in .venv on first use (or when requirements.txt
 changes) and install requirements.txt into it; nothing else is downloaded afterwards.
 """
 
