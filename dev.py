@@ -8,7 +8,7 @@
                             _build_student/_build/html
 
 Each creates a virtual environment in .venv on first use (or when requirements.txt
-changes) and install requirements.txt into it; nothing else is downloaded afterwards.
+changes) and installs requirements.txt into it; nothing else is downloaded afterwards.
 """
 
 from __future__ import annotations
