@@ -627,18 +627,6 @@ def check_argmax_first_token(argmax_draft_first_token) -> None:
 
 # --- Chapters 12-13: adaptive draft length, production variants
 
-def _adaptive_float(value, where: str) -> float:
-    import math
-
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise ExerciseError(f"{where}: your function returned {value!r}, not a number") from None
-    if not math.isfinite(value):
-        raise ExerciseError(f"{where}: your function returned {value}; a division by zero somewhere?")
-    return value
-
-
 def check_oracle_speedup(oracle_speedup) -> None:
     """Exercise ex-12-1: ``oracle_speedup(accepted_per_step, c)``, the hindsight ceiling for ``0 <= c < 1``."""
     import numpy as np
@@ -650,7 +638,7 @@ def check_oracle_speedup(oracle_speedup) -> None:
     cases += [(rng.integers(0, 7, size=12).tolist(), float(rng.uniform(0, 0.9))) for _ in range(4)]
     for n, c in cases:
         where = f"for accepted_per_step = {n}, c = {c:.3g}"
-        got = _adaptive_float(call_student(oracle_speedup, list(n), c), where)
+        got = _as_float_or_fail(call_student(oracle_speedup, list(n), c), where)
         want = hindsight_oracle(n, max(max(n), 1), c).speedup(c)
         if abs(got - want) <= 1e-9:
             continue
@@ -727,7 +715,7 @@ def check_multi_draft_acceptance(multi_draft_acceptance) -> None:
               for _ in range(6)]
     for p, q, m in cases:
         where = f"for p = {np.round(p, 3).tolist()}, q = {np.round(q, 3).tolist()}, m = {m}"
-        got = _adaptive_float(call_student(multi_draft_acceptance, p.copy(), q.copy(), m), where)
+        got = _as_float_or_fail(call_student(multi_draft_acceptance, p.copy(), q.copy(), m), where)
         want = reference(p, q, m)
         if abs(got - want) <= 1e-9:
             continue
