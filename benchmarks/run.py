@@ -8,8 +8,8 @@
 Prints, side by side and as ratios:
 
 1. The article's K sweep and noise sweep (2000 tokens per row), run by the book's readable
-   loop (``speclib.decoding.speculative_generate``), by the article's own loop
-   (``speclib.article.SpeculativeDecoder``) and by the engine (``speclib.engine``): the same
+   loop (``speclib.core.decoding.speculative_generate``), by the article's own loop
+   (``speclib.book.article.SpeculativeDecoder``) and by the engine (``speclib.core.engine``): the same
    number of tokens for each, and the statistics each one finds.
 2. The article's whole set of experiments (its three tables and the data behind its three
    figures): the article's loop against the engine.
@@ -44,12 +44,13 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from speclib import article, engine  # noqa: E402
-from speclib.decoding import speculative_generate  # noqa: E402
-from speclib.engine import run_fixed_steps, run_streams  # noqa: E402
-from speclib.models import fixed_pair, markov_pair  # noqa: E402
-from speclib.sampling import acceptance_rate  # noqa: E402
-from speclib.theory import expected_tokens_per_pass  # noqa: E402
+from speclib.book import article
+from speclib.core import engine  # noqa: E402
+from speclib.core.decoding import speculative_generate  # noqa: E402
+from speclib.core.engine import run_fixed_steps, run_streams  # noqa: E402
+from speclib.lm.models import fixed_pair, markov_pair  # noqa: E402
+from speclib.core.sampling import acceptance_rate  # noqa: E402
+from speclib.core.theory import expected_tokens_per_pass  # noqa: E402
 
 K_SWEEP = {"noise": 0.3, "ks": (1, 2, 4, 8, 16)}
 NOISE_SWEEP = {"k": 4, "noises": (0.0, 0.1, 0.3, 0.5, 0.8, 1.0)}

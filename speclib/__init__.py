@@ -2,13 +2,13 @@
 
 Notation: ``p`` is the draft distribution, ``q`` the target distribution, ``k`` the draft
 length, ``alpha`` the acceptance rate and ``c`` the draft/target cost ratio.  The model
-protocol every model follows is documented in :mod:`speclib.models`.
+protocol every model follows is documented in :mod:`speclib.lm.models`.
 """
 
-from .decoding import GenerationStats, autoregressive_generate, speculative_generate
-from .models import FixedContextModel, MarkovModel, Model, fixed_pair, markov_pair, noisy_draft
-from .sampling import Verification, acceptance_rate, residual_distribution, sample_token, verify
-from .theory import (
+from .core.decoding import GenerationStats, autoregressive_generate, speculative_generate
+from .lm.models import FixedContextModel, MarkovModel, Model, fixed_pair, markov_pair, noisy_draft
+from .core.sampling import Verification, acceptance_rate, residual_distribution, sample_token, verify
+from .core.theory import (
     expected_tokens_per_pass,
     operations_factor,
     optimal_k,

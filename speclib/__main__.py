@@ -25,13 +25,13 @@ class Pair(NamedTuple):
 
 
 def _ngram(domain: str) -> tuple:
-    from .ngram import ngram_pair
+    from .lm.ngram import ngram_pair
 
     return ngram_pair(domain)
 
 
 def _neural(domain: str) -> tuple:
-    from .transformer import load_pair
+    from .lm.transformer import load_pair
 
     return load_pair()  # one pair, trained on both domains
 
@@ -144,9 +144,9 @@ def _printable(text: str, stream) -> str:
 
 def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     temperature = _check_generate(parser, args)
-    from .corpora import shared_vocabulary
-    from .render import ansi_legend, to_ansi, trace_generation
-    from .warping import warp
+    from .lm.corpora import shared_vocabulary
+    from .book.render import ansi_legend, to_ansi, trace_generation
+    from .core.warping import warp
 
     vocab = shared_vocabulary()
     prompt_text = DEFAULT_PROMPTS[args.domain] if args.prompt is None else args.prompt
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     generate = _generate_parser(commands)
     args = parser.parse_args(argv)
     if args.command == "article":
-        from .article import report
+        from .book.article import report
 
         print(report())
         return 0

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from speclib.broken import SecondOrderModel
+from speclib.book.broken import SecondOrderModel
 
 
 @pytest.fixture

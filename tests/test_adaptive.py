@@ -1,4 +1,4 @@
-"""Draft-length controllers, the fallback monitor and the hindsight oracle (speclib.adaptive).
+"""Draft-length controllers, the fallback monitor and the hindsight oracle (speclib.core.adaptive).
 
 Exactness is checked twice: by enumerating every branch of the first few steps
 (controlled_sequence_distribution, to 1e-12), and by a seeded chi-square test on sampled
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from speclib.adaptive import (
+from speclib.core.adaptive import (
     AdaptiveStats,
     ConfidenceStop,
     FallbackMonitor,
@@ -24,10 +24,10 @@ from speclib.adaptive import (
     run_segments,
     speculation_pays,
 )
-from speclib.decoding import speculative_generate
-from speclib.exact import target_sequence_distribution
-from speclib.models import markov_pair
-from speclib.theory import optimal_k
+from speclib.core.decoding import speculative_generate
+from speclib.core.exact import target_sequence_distribution
+from speclib.lm.models import markov_pair
+from speclib.core.theory import optimal_k
 
 TOLERANCE = 1e-12  # exact arithmetic up to rounding
 DETECTABLE = 1e-3  # a faulty rule must be at least this far (max abs error) from the target
@@ -316,7 +316,7 @@ def test_adaptive_stats_is_generation_stats():
 
 
 def test_compare_controllers():
-    from speclib.adaptive import ORACLE, compare_controllers
+    from speclib.core.adaptive import ORACLE, compare_controllers
 
     target, draft = markov_pair(vocab_size=16, draft_noise=0.4, seed=0, concentration=0.1)
     cmp = compare_controllers(target, draft, [[0], [3]], 200, [0.0, 0.2, 0.6], seed=0, p_min=0.3)
@@ -343,8 +343,8 @@ def test_controller_view_and_figures():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from speclib.plots import plot_controller_bars, plot_controller_comparison, plot_fallback_trace
-    from speclib.widgets import controller_view
+    from speclib.book.plots import plot_controller_bars, plot_controller_comparison, plot_fallback_trace
+    from speclib.book.widgets import controller_view
 
     view = controller_view(draft_noise=0.0, c=0.0, n_tokens=60)
     assert view.names[-1].startswith("oracle") and len(view.speedup) == len(view.names) == 5
@@ -353,7 +353,7 @@ def test_controller_view_and_figures():
     assert slow.speedup[0] < 1.0  # fixed K with a useless, expensive draft loses to plain decoding
     ax = plot_controller_bars(view)
     assert ax.get_xlabel() and ax.get_title()
-    from speclib.adaptive import compare_controllers
+    from speclib.core.adaptive import compare_controllers
 
     target, draft = markov_pair(vocab_size=8, draft_noise=0.4, seed=0)
     ax = plot_controller_comparison(compare_controllers(target, draft, [[0]], 60, [0.0, 0.5], seed=0))
@@ -389,7 +389,7 @@ def _theory_controller(c, window):
 
 
 def test_check_oracle_speedup(capsys):
-    from speclib.checks import ExerciseError, check_oracle_speedup
+    from speclib.book.checks import ExerciseError, check_oracle_speedup
 
     check_oracle_speedup(lambda n, c: (sum(n) + len(n)) / (len(n) + c * sum(n)))
     assert "\u2714" in capsys.readouterr().out
@@ -410,7 +410,7 @@ def test_check_oracle_speedup(capsys):
 
 
 def test_check_theory_controller(capsys):
-    from speclib.checks import ExerciseError, check_theory_controller
+    from speclib.book.checks import ExerciseError, check_theory_controller
 
     check_theory_controller(_theory_controller)
     assert "\u2714" in capsys.readouterr().out
@@ -493,7 +493,7 @@ def test_monitor_around_a_zero_choosing_controller_is_exact():
 
 
 def test_compare_controllers_shortcut_equals_running_the_monitor():
-    from speclib.adaptive import compare_controllers
+    from speclib.core.adaptive import compare_controllers
 
     target, draft = markov_pair(vocab_size=16, draft_noise=0.6, seed=2, concentration=0.1)
     prompts, c_values = [[0], [5], [9]], [0.0, 0.3, 0.45, 0.7]

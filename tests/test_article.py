@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from speclib import article
+from speclib.book import article
 
 # Printed in the reference article (../shared/reference), K sweep at noise 0.3:
 ARTICLE_K_SWEEP = [  # K, acceptance, tokens/pass, theoretical

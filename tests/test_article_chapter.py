@@ -1,4 +1,4 @@
-"""speclib.article_figures: the accountings, break-even and figures of the article chapter."""
+"""speclib.book.article_figures: the accountings, break-even and figures of the article chapter."""
 
 import matplotlib
 
@@ -9,9 +9,10 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
-from speclib import article, tokens_per_step_pmf, tokens_per_step_variance, walltime_speedup  # noqa: E402
-from speclib import article_figures as af  # noqa: E402
-from speclib.checks import ExerciseError, check_acceptance_from_steps  # noqa: E402
+from speclib import tokens_per_step_pmf, tokens_per_step_variance, walltime_speedup
+from speclib.book import article  # noqa: E402
+from speclib.book import article_figures as af  # noqa: E402
+from speclib.book.checks import ExerciseError, check_acceptance_from_steps  # noqa: E402
 
 # Threshold of every statistical test below: |estimate - prediction| <= Z_MAX standard errors.
 Z_MAX = 4.0

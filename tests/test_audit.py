@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
-from speclib import autoregressive_generate, broken, markov_pair, speculative_generate
-from speclib.audit import AUDIT_LEVEL, audit, pooled_chi_square, sequence_counts
-from speclib.exact import target_sequence_distribution
+from speclib import autoregressive_generate, markov_pair, speculative_generate
+from speclib.book import broken
+from speclib.core.audit import AUDIT_LEVEL, audit, pooled_chi_square, sequence_counts
+from speclib.core.exact import target_sequence_distribution
 
 
 def test_sequence_counts_shape_and_total():
@@ -36,7 +37,7 @@ def test_pooling_merges_rare_outcomes_only():
 def test_one_draw_of_a_rare_outcome_does_not_reject_when_pooled():
     probs = np.array([0.5, 0.49999, 0.00001])
     counts = np.array([500, 499, 1])
-    from speclib.stats import chi_square_test
+    from speclib.core.stats import chi_square_test
 
     assert chi_square_test(counts, probs).pvalue < AUDIT_LEVEL  # why pooling is needed
     assert pooled_chi_square(counts, probs).pvalue > AUDIT_LEVEL

@@ -1,14 +1,14 @@
-"""speclib.bonus: tokens per step with the bonus token turned off."""
+"""speclib.book.bonus: tokens per step with the bonus token turned off."""
 
 import numpy as np
 import pytest
 
 from speclib import expected_tokens_per_pass, fixed_pair, speculative_generate, tokens_per_step_pmf
-from speclib.bonus import (bonus_share, expected_tokens_per_pass_without_bonus, tokens_per_full_step,
+from speclib.book.bonus import (bonus_share, expected_tokens_per_pass_without_bonus, tokens_per_full_step,
                            tokens_per_step_pmf_without_bonus)
-from speclib.engine import run_streams
-from speclib.sampling import acceptance_rate
-from speclib.stats import chi_square_test, mean_confidence_interval
+from speclib.core.engine import run_streams
+from speclib.core.sampling import acceptance_rate
+from speclib.core.stats import chi_square_test, mean_confidence_interval
 
 LEVEL = 1e-3  # a chi-square p-value below this rejects "the counts follow the formula"
 

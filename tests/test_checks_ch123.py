@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from speclib.checks import ExerciseError, check_accepted_prefix, check_autoregressive_loop, check_draft_proposal
-from speclib.sampling import sample_token
+from speclib.book.checks import ExerciseError, check_accepted_prefix, check_autoregressive_loop, check_draft_proposal
+from speclib.core.sampling import sample_token
 
 
 # --- ex-01-1: the autoregressive loop ---------------------------------------------------

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from speclib.checks import ExerciseError, check_expected_tokens_without_bonus, check_residual, check_speedup
+from speclib.book.checks import ExerciseError, check_expected_tokens_without_bonus, check_residual, check_speedup
 
 
 def stub(*args):
@@ -122,7 +122,7 @@ def test_exercise_error_in_a_kernel_is_one_line():
     ip = get_ipython()
     captured = []
     ip._showtraceback = lambda etype, evalue, stb: captured.append(stb)
-    ip.run_cell("from speclib.checks import check_speedup\n"
+    ip.run_cell("from speclib.book.checks import check_speedup\n"
                 "def speedup(alpha, k, c):\n    raise NotImplementedError\n"
                 "check_speedup(speedup)")
     (stb,) = captured

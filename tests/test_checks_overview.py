@@ -2,7 +2,7 @@
 
 import pytest
 
-from speclib.checks import ExerciseError, check_tokens_per_pass
+from speclib.book.checks import ExerciseError, check_tokens_per_pass
 
 
 def test_accepts_correct_answer(capsys):

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from speclib import __main__ as cli
-from speclib.corpora import shared_vocabulary
-from speclib.ngram import ngram_pair
-from speclib.warping import greedy_generate
+from speclib.lm.corpora import shared_vocabulary
+from speclib.lm.ngram import ngram_pair
+from speclib.core.warping import greedy_generate
 
 ROOT = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\033\[[0-9;]*m")
@@ -60,7 +60,7 @@ def test_generate_prints_plain_text_and_statistics_when_piped():
 
 def test_generated_text_is_what_the_library_generates():
     out = run("generate", "--domain", "prose", "--prompt", "The ", "--new-tokens", "80", "--seed", "3")
-    from speclib.render import trace_generation
+    from speclib.book.render import trace_generation
 
     vocab = shared_vocabulary()
     target, draft = ngram_pair("prose")

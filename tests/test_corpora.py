@@ -5,8 +5,8 @@ import sys
 import numpy as np
 import pytest
 
-from speclib import corpora
-from speclib.corpora import (DOMAINS, CODE_FILES, Corpus, Vocabulary, documents, load_corpus, load_text,
+from speclib.lm import corpora
+from speclib.lm.corpora import (DOMAINS, CODE_FILES, Corpus, Vocabulary, documents, load_corpus, load_text,
                              shared_vocabulary)
 
 

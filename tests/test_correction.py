@@ -1,13 +1,14 @@
-"""speclib.correction: the split of q and the exact distribution of one emitted token."""
+"""speclib.book.correction: the split of q and the exact distribution of one emitted token."""
 
 import numpy as np
 import pytest
 
-from speclib import broken, residual_distribution
-from speclib.correction import emitted_distribution, split_target
-from speclib.exact import speculative_block_distribution
-from speclib.models import FixedContextModel
-from speclib.stats import total_variation_distance
+from speclib import residual_distribution
+from speclib.book import broken
+from speclib.book.correction import emitted_distribution, split_target
+from speclib.core.exact import speculative_block_distribution
+from speclib.lm.models import FixedContextModel
+from speclib.core.stats import total_variation_distance
 
 
 def random_pairs(n=30, vocab=6, seed=0):
@@ -84,7 +85,7 @@ def test_resample_from_q_emits_too_often_exactly_where_p_exceeds_alpha_q():
 
 @pytest.mark.parametrize("bonus", [True, False])
 def test_exactness_grid_separates_correct_from_faulty(bonus):
-    from speclib.correction import exactness_grid
+    from speclib.book.correction import exactness_grid
 
     for variant in broken.FAULTY:
         rows = exactness_grid(variant, bonus=bonus, vocab_sizes=(2, 3), ks=(1, 2))
@@ -96,16 +97,16 @@ def test_exactness_grid_separates_correct_from_faulty(bonus):
 def test_exactness_grid_negative_control_is_the_correct_rule():
     """With the correct rule in the 'faulty' slot the distance column is rounding error, so
     the column measures the variant and nothing else."""
-    from speclib.correction import exactness_grid
+    from speclib.book.correction import exactness_grid
 
     rows = exactness_grid(broken.CORRECT, vocab_sizes=(2, 3), ks=(1, 2))
     assert max(r.faulty_tv for r in rows) < 1e-12
 
 
 def test_exactness_grid_bad_input():
-    from speclib.correction import exactness_grid
+    from speclib.book.correction import exactness_grid
 
-    with pytest.raises(TypeError, match="faulty: expected a speclib.broken.Variant"):
+    with pytest.raises(TypeError, match="faulty: expected a speclib.book.broken.Variant"):
         exactness_grid("resample from q")
     with pytest.raises(ValueError, match="changes the decoding loop"):
         exactness_grid(broken.STALE_CACHE)

@@ -1,11 +1,11 @@
-"""speclib.cost: the layer stack, the timing harness (its logic, never its timings), the fit."""
+"""speclib.core.cost: the layer stack, the timing harness (its logic, never its timings), the fit."""
 
 import itertools
 
 import numpy as np
 import pytest
 
-from speclib.cost import (
+from speclib.core.cost import (
     CountingModel,
     PassCostFit,
     PassTimes,
@@ -18,8 +18,8 @@ from speclib.cost import (
     stack_bytes,
     stack_params,
 )
-from speclib.decoding import autoregressive_generate, speculative_generate
-from speclib.models import markov_pair
+from speclib.core.decoding import autoregressive_generate, speculative_generate
+from speclib.lm.models import markov_pair
 
 
 def test_layer_stack_shapes_dtype_and_size():

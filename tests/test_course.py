@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from speclib.course import book_exercises, instructor_table, notebook_exercises
+from speclib.book.course import book_exercises, instructor_table, notebook_exercises
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = book_exercises(ROOT)

@@ -1,4 +1,4 @@
-"""The vectorized engine (speclib.engine) against the reference loop, the theory and the enumerator.
+"""The vectorized engine (speclib.core.engine) against the reference loop, the theory and the enumerator.
 
 Exactness is checked four ways:
 
@@ -24,13 +24,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import speclib.engine as engine
-from speclib.decoding import speculative_generate
-from speclib.engine import acceptance_probabilities, residual_rows, run_fixed_steps, run_streams
-from speclib.exact import target_sequence_distribution
-from speclib.models import FixedContextModel, MarkovModel, fixed_pair, markov_pair
-from speclib.sampling import acceptance_rate, sample_token
-from speclib.theory import tokens_per_step_pmf
+import speclib.core.engine as engine
+from speclib.core.decoding import speculative_generate
+from speclib.core.engine import acceptance_probabilities, residual_rows, run_fixed_steps, run_streams
+from speclib.core.exact import target_sequence_distribution
+from speclib.lm.models import FixedContextModel, MarkovModel, fixed_pair, markov_pair
+from speclib.core.sampling import acceptance_rate, sample_token
+from speclib.core.theory import tokens_per_step_pmf
 
 ALPHA_LEVEL = 1e-3  # a chi-square test rejects "follows the exact law" when p < ALPHA_LEVEL
 Z_MAX = 4.0  # engine and reference agree when every metric is within Z_MAX standard errors
@@ -419,7 +419,7 @@ def test_run_fixed_steps_rejects_bad_arguments():
 
 # --- n-gram models (tabulated through their own rows) ------------------------------------------
 
-ngram = pytest.importorskip("speclib.ngram")
+ngram = pytest.importorskip("speclib.lm.ngram")
 
 
 def small_ngram_pair(vocab_size=3):

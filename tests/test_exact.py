@@ -2,14 +2,15 @@
 
 For context-dependent models (the distribution depends on earlier tokens), the
 distribution of the first k + 1 generated tokens must equal the target's own to 1e-12,
-and each faulty verifier in speclib.broken must be caught by the same check.
+and each faulty verifier in speclib.book.broken must be caught by the same check.
 """
 
 import numpy as np
 import pytest
 
-from speclib import broken, markov_pair
-from speclib.exact import (
+from speclib import markov_pair
+from speclib.book import broken
+from speclib.core.exact import (
     max_abs_error,
     speculative_block_distribution,
     speculative_sequence_distribution,

@@ -11,11 +11,12 @@ fail the same equality test.
 import numpy as np
 import pytest
 
-from speclib import broken, markov_pair, speculative_generate
-from speclib.corpora import load_corpus, shared_vocabulary
-from speclib.models import MarkovModel
-from speclib.ngram import ngram_pair
-from speclib.warping import greedy_generate, greedy_speculative_generate, warp
+from speclib import markov_pair, speculative_generate
+from speclib.book import broken
+from speclib.lm.corpora import load_corpus, shared_vocabulary
+from speclib.lm.models import MarkovModel
+from speclib.lm.ngram import ngram_pair
+from speclib.core.warping import greedy_generate, greedy_speculative_generate, warp
 
 KS = (1, 2, 3, 5, 8)
 N_NEW = 40
@@ -161,7 +162,7 @@ def test_bad_arguments_are_named():
 
 def test_greedy_agreement_runs_both_speculative_decoders_against_greedy():
     """The chapter's summary function: every run identical, and the counts add up."""
-    from speclib.warping import greedy_agreement
+    from speclib.core.warping import greedy_agreement
 
     target, draft = mixed_markov_pair(vocab_size=8)
     prompts = [[0], [3], [1, 2]]

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from speclib.corpora import DOMAINS, load_corpus, shared_vocabulary
-from speclib.transformer import DATA_DIR, heldout_cross_entropy, load_pair
+from speclib.lm.corpora import DOMAINS, load_corpus, shared_vocabulary
+from speclib.lm.transformer import DATA_DIR, heldout_cross_entropy, load_pair
 
 METRICS = json.loads((DATA_DIR / "neural_metrics.json").read_text())
 TRAINING_SCRIPT = Path(__file__).resolve().parents[1] / "training" / "train_transformer.py"

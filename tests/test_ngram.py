@@ -6,11 +6,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from speclib import broken
-from speclib.corpora import DOMAINS, load_corpus, shared_vocabulary
-from speclib.decoding import speculative_generate
-from speclib.exact import max_abs_error, total_variation
-from speclib.ngram import NGramModel, heldout_cross_entropy, ngram_pair, train_ngram
+from speclib.book import broken
+from speclib.lm.corpora import DOMAINS, load_corpus, shared_vocabulary
+from speclib.core.decoding import speculative_generate
+from speclib.core.exact import max_abs_error, total_variation
+from speclib.lm.ngram import NGramModel, heldout_cross_entropy, ngram_pair, train_ngram
 
 VOCAB = shared_vocabulary()
 

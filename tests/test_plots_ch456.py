@@ -1,4 +1,4 @@
-"""Figures of chapters 4-6 (speclib.plots): they draw the data they are given, labelled."""
+"""Figures of chapters 4-6 (speclib.book.plots): they draw the data they are given, labelled."""
 
 import matplotlib
 
@@ -9,8 +9,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from speclib import tokens_per_step_pmf  # noqa: E402
-from speclib.plots import plot_bonus, plot_correction, plot_speedup, plot_tokens_per_step  # noqa: E402
-from speclib.widgets import bonus_view, correction_view, speedup_view  # noqa: E402
+from speclib.book.plots import plot_bonus, plot_correction, plot_speedup, plot_tokens_per_step  # noqa: E402
+from speclib.book.widgets import bonus_view, correction_view, speedup_view  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -77,8 +77,8 @@ def test_plot_speedup(alpha, c, marks_best):
 
 
 def test_plot_best_k_map_bins_the_grid_and_marks_break_even():
-    from speclib.plots import plot_best_k_map
-    from speclib.tradeoff import optimal_k_grid
+    from speclib.book.plots import plot_best_k_map
+    from speclib.core.tradeoff import optimal_k_grid
 
     alphas, costs = np.linspace(0.0, 0.95, 20), np.linspace(0.0, 0.5, 11)
     best = optimal_k_grid(alphas, costs, k_max=32)
@@ -92,7 +92,7 @@ def test_plot_best_k_map_bins_the_grid_and_marks_break_even():
 
 
 def test_plot_best_k_map_rejects_a_grid_of_the_wrong_shape():
-    from speclib.plots import plot_best_k_map
+    from speclib.book.plots import plot_best_k_map
 
     with pytest.raises(ValueError, match="best_k: expected shape"):
         plot_best_k_map([0.1, 0.2], [0.0, 0.1, 0.2], np.zeros((2, 3), dtype=int))

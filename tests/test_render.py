@@ -6,17 +6,17 @@ import re
 import numpy as np
 import pytest
 
-from speclib.corpora import shared_vocabulary
-from speclib.decoding import speculative_generate
-from speclib.models import FixedContextModel, MarkovModel, fixed_pair, markov_pair
-from speclib.ngram import ngram_pair
-from speclib.render import (ACCEPTED, BONUS, CORRECTED, KINDS, Trace, acceptance_by_position,
+from speclib.lm.corpora import shared_vocabulary
+from speclib.core.decoding import speculative_generate
+from speclib.lm.models import FixedContextModel, MarkovModel, fixed_pair, markov_pair
+from speclib.lm.ngram import ngram_pair
+from speclib.book.render import (ACCEPTED, BONUS, CORRECTED, KINDS, Trace, acceptance_by_position,
                             acceptance_probabilities, ansi_legend, expected_tokens_along_text,
                             expected_tokens_renewal, implied_acceptance_correlation, pooled_acceptance,
                             to_ansi, to_html, trace_betas, trace_generation, verified_betas,
                             batch_means_interval, markdown_table, repeating_tail)
-from speclib.sampling import acceptance_rate
-from speclib.theory import expected_tokens_per_pass
+from speclib.core.sampling import acceptance_rate
+from speclib.core.theory import expected_tokens_per_pass
 
 VOCAB = shared_vocabulary()
 ANSI = re.compile(r"\033\[[0-9;]*m")
@@ -241,7 +241,7 @@ def test_batch_means_interval_covers_the_mean_of_a_correlated_sequence():
     control: the Student-t interval over single values, which assumes independence, covers
     only about 67% (its half-width is too small by a factor of 2); we require at most 80%.
     """
-    from speclib.stats import mean_confidence_interval
+    from speclib.core.stats import mean_confidence_interval
 
     rng = np.random.default_rng(2024)
     batch = naive = 0
@@ -257,7 +257,7 @@ def test_batch_means_interval_covers_the_mean_of_a_correlated_sequence():
 
 
 def test_batch_means_interval_matches_student_t_on_batch_means():
-    from speclib.stats import mean_confidence_interval
+    from speclib.core.stats import mean_confidence_interval
 
     x = np.arange(40.0)
     ci = batch_means_interval(x, n_batches=4, level=0.9)
@@ -291,7 +291,7 @@ def test_repeating_tail_finds_the_loop():
 
 
 def test_greedy_ngram_generation_ends_in_a_loop():
-    from speclib.warping import greedy_generate
+    from speclib.core.warping import greedy_generate
 
     target, _ = ngram_pair("prose")
     tokens, _ = greedy_generate(target, VOCAB.encode("The "), 200)

@@ -1,7 +1,7 @@
 """The theorem, checked by sampling: chi-square tests on blocks from speculative_generate.
 
 Each test draws N_SAMPLES independent three-token continuations with a fixed seed and
-compares their frequencies with the target's exact distribution (from speclib.exact).
+compares their frequencies with the target's exact distribution (from speclib.core.exact).
 The correct decoder must not be rejected at level ALPHA_LEVEL; every faulty verifier that
 changes the sampled output must be rejected at that level by the same test.
 """
@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from speclib import broken, markov_pair, speculative_generate
-from speclib.exact import target_sequence_distribution
+from speclib import markov_pair, speculative_generate
+from speclib.book import broken
+from speclib.core.exact import target_sequence_distribution
 
 N_SAMPLES = 6000
 LENGTH = 3

@@ -1,12 +1,13 @@
-"""speclib.stats: total variation, the chi-square test, sequence counts, confidence intervals."""
+"""speclib.core.stats: total variation, the chi-square test, sequence counts, confidence intervals."""
 
 import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from speclib import acceptance_rate, broken, markov_pair
-from speclib.exact import target_sequence_distribution
-from speclib.stats import chi_square_test, mean_confidence_interval, sequence_counts, total_variation_distance
+from speclib import acceptance_rate, markov_pair
+from speclib.book import broken
+from speclib.core.exact import target_sequence_distribution
+from speclib.core.stats import chi_square_test, mean_confidence_interval, sequence_counts, total_variation_distance
 
 LEVEL = 1e-3  # the chi-square tests below reject "follows the target" when p < LEVEL
 

@@ -1,13 +1,13 @@
-"""speclib.trace: drafting with recorded rows, one-pass scoring, and the verification trace."""
+"""speclib.book.trace: drafting with recorded rows, one-pass scoring, and the verification trace."""
 
 import numpy as np
 import pytest
 
-from speclib.broken import INVERTED_RATIO
-from speclib.decoding import speculative_generate
-from speclib.models import fixed_pair, markov_pair
-from speclib.sampling import sample_token, verify
-from speclib.trace import (
+from speclib.book.broken import INVERTED_RATIO
+from speclib.core.decoding import speculative_generate
+from speclib.lm.models import fixed_pair, markov_pair
+from speclib.core.sampling import sample_token, verify
+from speclib.book.trace import (
     ACCEPTED,
     BONUS,
     REJECTED,

@@ -1,4 +1,4 @@
-"""speclib.tradeoff: speed-up curves and the break-even lines of chapter 6."""
+"""speclib.core.tradeoff: speed-up curves and the break-even lines of chapter 6."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from speclib import optimal_k, walltime_speedup
-from speclib.tradeoff import break_even_alpha, break_even_c, optimal_k_grid, speedup_curve
+from speclib.core.tradeoff import break_even_alpha, break_even_c, optimal_k_grid, speedup_curve
 
 
 def test_speedup_curve_matches_walltime_speedup():

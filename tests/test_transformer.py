@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from speclib import checks
-from speclib.decoding import autoregressive_generate, speculative_generate
-from speclib.transformer import (
+from speclib.book import checks
+from speclib.core.decoding import autoregressive_generate, speculative_generate
+from speclib.lm.transformer import (
     KVCache,
     Transformer,
     TransformerConfig,
@@ -286,7 +286,7 @@ def test_time_pass_returns_positive_seconds_and_leaves_no_trace():
 
 
 def test_speedup_with_costs_reduces_to_the_theory():
-    from speclib.theory import walltime_speedup
+    from speclib.core.theory import walltime_speedup
 
     for alpha, k, c in [(0.6, 2, 0.1), (0.9, 5, 0.02), (0.0, 1, 0.5)]:
         assert speedup_with_costs(alpha, k, c, verify_ratio=1.0) == pytest.approx(walltime_speedup(alpha, k, c))
@@ -350,7 +350,7 @@ def test_pass_times_and_wallclock_experiment_shapes():
 
 
 def test_position_alphas_agree_with_acceptance_rate():
-    from speclib.sampling import acceptance_rate
+    from speclib.core.sampling import acceptance_rate
 
     cfg = CONFIGS[0]
     target, draft = random_transformer(cfg, seed=0), random_transformer(cfg, seed=1)
@@ -377,7 +377,7 @@ def test_blas_threads_restores_the_setting():
 
 
 def test_check_predicted_speedup():
-    from speclib.theory import walltime_speedup
+    from speclib.core.theory import walltime_speedup
 
     checks.check_predicted_speedup(lambda a, k, c, r: speedup_with_costs(a, k, c, r))
     with pytest.raises(checks.ExerciseError, match="textbook"):

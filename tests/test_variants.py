@@ -1,4 +1,4 @@
-"""Production variants (speclib.variants): exact where claimed, measured where lossy.
+"""Production variants (speclib.core.variants): exact where claimed, measured where lossy.
 
 Each exact variant is checked against the target by enumeration (to 1e-12) and its sampler
 by a seeded chi-square test; each comes with a faulty version that the same checks catch.
@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from speclib import broken
-from speclib.decoding import speculative_generate
-from speclib.exact import target_sequence_distribution
-from speclib.models import MarkovModel, fixed_pair, markov_pair
-from speclib.sampling import acceptance_rate, verify
-from speclib.theory import expected_tokens_per_pass
-from speclib.variants import (
+from speclib.book import broken
+from speclib.core.decoding import speculative_generate
+from speclib.core.exact import target_sequence_distribution
+from speclib.lm.models import MarkovModel, fixed_pair, markov_pair
+from speclib.core.sampling import acceptance_rate, verify
+from speclib.core.theory import expected_tokens_per_pass
+from speclib.core.variants import (
     ArgmaxDraft,
     ModelCache,
     RecurrentModel,
@@ -451,8 +451,8 @@ def test_batch_waste_view_and_figure():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from speclib.plots import plot_batch_waste
-    from speclib.widgets import batch_waste_view
+    from speclib.book.plots import plot_batch_waste
+    from speclib.book.widgets import batch_waste_view
 
     view = batch_waste_view(alpha=0.7, k=4, max_batch=16)
     assert view.batch_sizes.tolist() == list(range(1, 17))
@@ -468,7 +468,7 @@ def test_batch_waste_view_and_figure():
 
 
 def test_check_multi_draft_acceptance(capsys):
-    from speclib.checks import ExerciseError, check_multi_draft_acceptance
+    from speclib.book.checks import ExerciseError, check_multi_draft_acceptance
 
     def recursive(p, q, m):  # written out independently of speclib
         r, reject = np.asarray(q, float), 1.0
@@ -492,7 +492,7 @@ def test_check_multi_draft_acceptance(capsys):
 
 
 def test_check_keep_after_step(capsys):
-    from speclib.checks import ExerciseError, check_keep_after_step
+    from speclib.book.checks import ExerciseError, check_keep_after_step
 
     check_keep_after_step(lambda prefix_length, n_accepted: prefix_length + n_accepted)
     assert "\u2714" in capsys.readouterr().out
@@ -508,7 +508,7 @@ def test_check_keep_after_step(capsys):
 
 
 def _specinfer_one_position(p, q, m, recursive=True):
-    """Written from SpecInfer's multi-step speculative sampling, independently of speclib.variants.
+    """Written from SpecInfer's multi-step speculative sampling, independently of speclib.core.variants.
 
     m candidates drawn i.i.d. from p; candidate s is kept with probability
     min(1, r(x_s) / p(x_s)); after a rejection r <- norm(max(0, r - p)); if all fail, the
@@ -609,7 +609,7 @@ def test_typical_acceptance_split():
 
 
 def test_text_acceptance():
-    from speclib.variants import text_acceptance
+    from speclib.core.variants import text_acceptance
 
     target, draft = markov_pair(vocab_size=6, draft_noise=0.5, seed=3)
     tokens = np.array([0, 3, 1, 5, 5, 2])

@@ -11,12 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from speclib import broken, checks, markov_pair, speculative_generate
-from speclib.audit import AUDIT_LEVEL, audit
-from speclib.exact import max_abs_error, speculative_sequence_distribution, target_sequence_distribution
-from speclib.models import MarkovModel
-from speclib.warping import WarpedModel, warp, warp_distribution
-from speclib.widgets import sampling_controls_view
+from speclib import markov_pair, speculative_generate
+from speclib.book import broken, checks
+from speclib.core.audit import AUDIT_LEVEL, audit
+from speclib.core.exact import max_abs_error, speculative_sequence_distribution, target_sequence_distribution
+from speclib.lm.models import MarkovModel
+from speclib.core.warping import WarpedModel, warp, warp_distribution
+from speclib.book.widgets import sampling_controls_view
 
 TOLERANCE = 1e-12
 DETECTABLE = 1e-3
@@ -286,8 +287,8 @@ def test_plots_and_explorer_of_the_chapter():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from speclib.plots import plot_sampling_controls, plot_sequence_frequencies
-    from speclib.widgets import sampling_controls_explorer
+    from speclib.book.plots import plot_sampling_controls, plot_sequence_frequencies
+    from speclib.book.widgets import sampling_controls_explorer
 
     ax = plot_sampling_controls(sampling_controls_view(temperature=0.5, top_p=0.8))
     assert ax.get_xlabel() == "token id" and ax.get_ylabel() == "probability"
@@ -305,7 +306,7 @@ def test_plots_and_explorer_of_the_chapter():
 def test_control_placement_errors_match_the_direct_enumeration():
     """Exact with the controls on both models or the target only; the draft-only placement is
     the negative control that the same function must flag."""
-    from speclib.warping import PLACEMENTS, control_placement_errors
+    from speclib.core.warping import PLACEMENTS, control_placement_errors
 
     target, draft = markov_pair(vocab_size=3, draft_noise=0.6, seed=5)
     for controls in SETTINGS:
@@ -327,8 +328,8 @@ def _rows(model, tokens):
 
 @pytest.mark.parametrize("controls", SETTINGS + [{}], ids=str)
 def test_mean_acceptance_rate_averages_the_exact_rate_over_prefixes(second_order_pair, controls):
-    from speclib.sampling import acceptance_rate
-    from speclib.warping import mean_acceptance_rate
+    from speclib.core.sampling import acceptance_rate
+    from speclib.core.warping import mean_acceptance_rate
 
     target, draft = second_order_pair
     tokens = np.array([0, 2, 1, 1, 2, 0, 0, 1])
@@ -342,7 +343,7 @@ def test_mean_acceptance_rate_averages_the_exact_rate_over_prefixes(second_order
 
 
 def test_mean_acceptance_rate_at_temperature_zero_counts_agreeing_argmaxes():
-    from speclib.warping import mean_acceptance_rate
+    from speclib.core.warping import mean_acceptance_rate
 
     target, draft = markov_pair(vocab_size=6, draft_noise=0.9, seed=4)
     tokens = np.arange(6)
@@ -352,7 +353,7 @@ def test_mean_acceptance_rate_at_temperature_zero_counts_agreeing_argmaxes():
 
 
 def test_mean_acceptance_rate_bad_arguments():
-    from speclib.warping import mean_acceptance_rate
+    from speclib.core.warping import mean_acceptance_rate
 
     target, draft = markov_pair(vocab_size=3)
     other, _ = markov_pair(vocab_size=4)

@@ -8,9 +8,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from speclib import checks  # noqa: E402
-from speclib.plots import plot_acceptance_by_position  # noqa: E402
-from speclib.widgets import generation_view  # noqa: E402
+from speclib.book import checks  # noqa: E402
+from speclib.book.plots import plot_acceptance_by_position  # noqa: E402
+from speclib.book.widgets import generation_view  # noqa: E402
 
 
 def test_generation_view_renders_and_counts():

@@ -8,18 +8,18 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from speclib.cost import PassTimes, fit_pass_cost, predicted_pass_time  # noqa: E402
-from speclib.models import fixed_pair  # noqa: E402
-from speclib.plots import (  # noqa: E402
+from speclib.core.cost import PassTimes, fit_pass_cost, predicted_pass_time  # noqa: E402
+from speclib.lm.models import fixed_pair  # noqa: E402
+from speclib.book.plots import (  # noqa: E402
     plot_drafting,
     plot_pass_cost,
     plot_pass_times,
     plot_verification_block,
     plot_verification_blocks,
 )
-from speclib.sampling import acceptance_rate  # noqa: E402
-from speclib.trace import speculative_trace  # noqa: E402
-from speclib.widgets import (  # noqa: E402
+from speclib.core.sampling import acceptance_rate  # noqa: E402
+from speclib.book.trace import speculative_trace  # noqa: E402
+from speclib.book.widgets import (  # noqa: E402
     drafting_explorer,
     drafting_view,
     pass_cost_explorer,

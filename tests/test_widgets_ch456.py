@@ -1,4 +1,4 @@
-"""Explorer logic of chapters 4-6 (speclib.widgets): the pure view functions and their builders."""
+"""Explorer logic of chapters 4-6 (speclib.book.widgets): the pure view functions and their builders."""
 
 import matplotlib
 
@@ -9,8 +9,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from speclib import expected_tokens_per_pass, optimal_k, walltime_speedup  # noqa: E402
-from speclib.stats import total_variation_distance  # noqa: E402
-from speclib.widgets import (  # noqa: E402
+from speclib.core.stats import total_variation_distance  # noqa: E402
+from speclib.book.widgets import (  # noqa: E402
     bonus_explorer,
     bonus_view,
     correction_explorer,

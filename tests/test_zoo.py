@@ -6,17 +6,18 @@
    test against its own enumerated distribution.
 3. Every variant of ZOO is far from the target by exact enumeration and is rejected by the
    chi-square audit, under the zoo's sampling settings; the correct decoder is not.
-4. Every faulty variant defined in speclib.broken is covered by one of the detection tests.
+4. Every faulty variant defined in speclib.book.broken is covered by one of the detection tests.
 """
 
 import numpy as np
 import pytest
 
-from speclib import broken, checks, markov_pair, speculative_generate, verify
-from speclib.audit import AUDIT_LEVEL, audit
-from speclib.exact import speculative_sequence_distribution, target_sequence_distribution
-from speclib.models import FixedContextModel
-from speclib.warping import warp
+from speclib import markov_pair, speculative_generate, verify
+from speclib.book import broken, checks
+from speclib.core.audit import AUDIT_LEVEL, audit
+from speclib.core.exact import speculative_sequence_distribution, target_sequence_distribution
+from speclib.lm.models import FixedContextModel
+from speclib.core.warping import warp
 
 TOLERANCE = 1e-12
 DETECTABLE = 0.02  # a bug must move at least this much probability (total variation)
@@ -169,7 +170,7 @@ def test_ratio_without_min_is_refused_by_the_enumeration(pair):
 
 def test_bad_arguments_are_named(pair):
     target, draft = pair
-    with pytest.raises(TypeError, match="variant: expected a speclib.broken.Variant"):
+    with pytest.raises(TypeError, match="variant: expected a speclib.book.broken.Variant"):
         broken.generate(target, draft, [0], 3, 2, 0, variant="argmax")
     with pytest.raises(ValueError, match="too many to enumerate"):
         broken.distribution(target, draft, [0], 12, 2)
@@ -252,7 +253,7 @@ def test_plot_zoo_distances():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from speclib.plots import plot_zoo_distances
+    from speclib.book.plots import plot_zoo_distances
 
     ax = plot_zoo_distances(["a", "b"], {"one": [0.1, 0.2], "two": [0.0, 0.3]})
     assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b"]

@@ -21,17 +21,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validate import as_int, as_real
-from .decoding import GenerationStats
-from .models import dirichlet_targets, noisy_draft
-from .theory import expected_tokens_per_pass
+from .._validate import as_int, as_real
+from ..core.decoding import GenerationStats
+from ..lm.models import dirichlet_targets, noisy_draft
+from ..core.theory import expected_tokens_per_pass
 
 N_CONTEXTS = 256
 CONTEXT_ID = 42
 
 
 def theoretical_speedup(alpha: float, k: int) -> float:
-    """The article's name for :func:`speclib.theory.expected_tokens_per_pass`."""
+    """The article's name for :func:`speclib.core.theory.expected_tokens_per_pass`."""
     return expected_tokens_per_pass(alpha, k)
 
 

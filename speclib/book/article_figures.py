@@ -1,6 +1,6 @@
 """Analysis and figures for the chapter that revisits the reference article.
 
-:mod:`speclib.article` re-runs the article's experiment.  This module holds what the chapter
+:mod:`speclib.book.article` re-runs the article's experiment.  This module holds what the chapter
 needs to reproduce the article's figures and to show where its accounting goes wrong:
 
 * **Accountings.**  Under independent acceptance with probability ``alpha``, a block of ``k``
@@ -25,10 +25,10 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from ._validate import as_int, as_probability_array, as_real
+from .._validate import as_int, as_probability_array, as_real
 from .article import CONTEXT_ID, SpeculativeDecoder, SweepRow
-from .theory import expected_tokens_per_pass, tokens_per_step_pmf, tokens_per_step_variance
-from .tradeoff import break_even_c  # noqa: F401  (one definition, shared with chapter 6)
+from ..core.theory import expected_tokens_per_pass, tokens_per_step_pmf, tokens_per_step_variance
+from ..core.tradeoff import break_even_c  # noqa: F401  (one definition, shared with chapter 6)
 
 
 def _scalar_or_array(x: np.ndarray) -> float | np.ndarray:
@@ -405,7 +405,7 @@ def plot_break_even(alpha: float, ks: Sequence[int], c_max: float = 0.5, ax=None
     The horizontal line at 1 is plain decoding; each curve crosses it at
     :func:`break_even_c`.
     """
-    from .theory import walltime_speedup
+    from ..core.theory import walltime_speedup
 
     alpha = float(as_probability_array(alpha, "alpha"))
     c_max = as_real(c_max, "c_max", low=1e-6)

@@ -2,19 +2,19 @@
 
 When all ``k`` drafts survive, the target pass has already produced the distribution of
 position ``k + 1``, and sampling one token from it is free.  Turning that off (``bonus=False``
-in :func:`speclib.sampling.verify`) leaves the output distribution exactly the target's; it
+in :func:`speclib.core.sampling.verify`) leaves the output distribution exactly the target's; it
 only removes one token from the steps in which every draft was accepted, which happen with
 probability ``alpha**k`` under independent acceptances.  The formulas with the bonus are in
-:mod:`speclib.theory`; these are their counterparts without it.
+:mod:`speclib.core.theory`; these are their counterparts without it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._validate import as_int, as_probability_array
-from .engine import EngineResult
-from .theory import expected_tokens_per_pass
+from .._validate import as_int, as_probability_array
+from ..core.engine import EngineResult
+from ..core.theory import expected_tokens_per_pass
 
 
 def tokens_per_step_pmf_without_bonus(alpha: float, k: int) -> np.ndarray:
@@ -45,7 +45,7 @@ def tokens_per_step_pmf_without_bonus(alpha: float, k: int) -> np.ndarray:
 def expected_tokens_per_pass_without_bonus(alpha: float | np.ndarray, k: int) -> float | np.ndarray:
     """Expected tokens per target pass without the bonus: ``1 + alpha + ... + alpha**(k-1)``.
 
-    Exactly ``alpha**k`` less than :func:`speclib.theory.expected_tokens_per_pass`: the
+    Exactly ``alpha**k`` less than :func:`speclib.core.theory.expected_tokens_per_pass`: the
     bonus token is emitted in the steps where all ``k`` drafts survive.
 
     Examples
@@ -80,7 +80,7 @@ def tokens_per_full_step(result: EngineResult) -> np.ndarray:
 
     A step that starts with ``k`` or fewer tokens still to go either drafts fewer than ``k``
     tokens or loses part of what it emits, so its count does not follow
-    :func:`speclib.theory.tokens_per_step_pmf`.  Every other step drafts the full ``k`` and
+    :func:`speclib.core.theory.tokens_per_step_pmf`.  Every other step drafts the full ``k`` and
     keeps all it emits.  Whether a step is one of those depends only on the steps before it,
     so with independent acceptances (a fixed context) their counts are independent draws from
     ``tokens_per_step_pmf(alpha, k)`` (:func:`tokens_per_step_pmf_without_bonus` when the
@@ -88,8 +88,8 @@ def tokens_per_full_step(result: EngineResult) -> np.ndarray:
 
     Parameters
     ----------
-    result : speclib.engine.EngineResult
-        What :func:`speclib.engine.run_streams` returned.
+    result : speclib.core.engine.EngineResult
+        What :func:`speclib.core.engine.run_streams` returned.
 
     Returns
     -------
@@ -99,12 +99,12 @@ def tokens_per_full_step(result: EngineResult) -> np.ndarray:
     Raises
     ------
     TypeError
-        If ``result`` is not an :class:`speclib.engine.EngineResult`.
+        If ``result`` is not an :class:`speclib.core.engine.EngineResult`.
 
     Examples
     --------
-    >>> from speclib.engine import run_streams
-    >>> from speclib.models import fixed_pair
+    >>> from speclib.core.engine import run_streams
+    >>> from speclib.lm.models import fixed_pair
     >>> target, draft = fixed_pair(draft_noise=0.3)
     >>> run = run_streams(target, draft, k=4, n_streams=100, n_tokens=50, rng=0)
     >>> steps = tokens_per_full_step(run)
@@ -112,6 +112,6 @@ def tokens_per_full_step(result: EngineResult) -> np.ndarray:
     (1, 5, True)
     """
     if not isinstance(result, EngineResult):
-        raise TypeError(f"result: expected the EngineResult of speclib.engine.run_streams, "
+        raise TypeError(f"result: expected the EngineResult of speclib.core.engine.run_streams, "
                         f"got {type(result).__name__}")
     return result.emitted[result.start < result.n_tokens - result.k]

@@ -6,10 +6,10 @@ users of real implementations have reported, an off-by-one of the same family, o
 textbook one.  There are two levels.
 
 *Verifier variants* change only the verification step, through the hooks ``accept``,
-``correct`` and ``report`` that :func:`speclib.sampling.verify` and
-:func:`speclib.exact.speculative_block_distribution` share; ``variant.verifier`` plugs
-into :func:`speclib.decoding.speculative_generate` and ``variant.hooks`` into
-:mod:`speclib.exact`, so the sampling tests and the exact enumeration judge the very same
+``correct`` and ``report`` that :func:`speclib.core.sampling.verify` and
+:func:`speclib.core.exact.speculative_block_distribution` share; ``variant.verifier`` plugs
+into :func:`speclib.core.decoding.speculative_generate` and ``variant.hooks`` into
+:mod:`speclib.core.exact`, so the sampling tests and the exact enumeration judge the very same
 rule.  :data:`FAULTY` lists them.
 
 *Decoder variants* need the rest of the loop: how the draft token is picked, which sampling
@@ -19,7 +19,7 @@ switch per such mistake, and :func:`distribution` computes the exact distributio
 output by running *the same code* once for every branch of its random choices (each draw
 and each accept/reject coin), so the enumeration cannot drift from the sampler.  With
 :data:`CORRECT` and the same seed, :func:`generate` emits exactly the tokens of
-:func:`speclib.decoding.speculative_generate`.  :data:`ZOO` lists the six mistakes the
+:func:`speclib.core.decoding.speculative_generate`.  :data:`ZOO` lists the six mistakes the
 book's bug-zoo chapter studies.
 
 The cache bug is invisible to a first-order Markov target (its row reads one token, and
@@ -46,12 +46,12 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ._validate import as_distribution, as_generator, as_int, as_tokens
-from .decoding import GenerationStats, _last_rows
-from .exact import MAX_SEQUENCES, _identity, target_sequence_distribution
-from .models import dirichlet_targets, noisy_draft
-from .sampling import Verification, _residual, acceptance_probability, sample_token, verify
-from .warping import _check_pair, _check_settings, _warp, warp
+from .._validate import as_distribution, as_generator, as_int, as_tokens
+from ..core.decoding import GenerationStats, _last_rows
+from ..core.exact import MAX_SEQUENCES, _identity, target_sequence_distribution
+from ..lm.models import dirichlet_targets, noisy_draft
+from ..core.sampling import Verification, _residual, acceptance_probability, sample_token, verify
+from ..core.warping import _check_pair, _check_settings, _warp, warp
 
 
 def _sharpen(p: np.ndarray) -> np.ndarray:
@@ -72,7 +72,7 @@ class Variant(NamedTuple):
 
     Every field after ``description`` is a switch whose default is the correct behaviour; a
     variant turns one of them.  ``accept``, ``correct`` and ``report`` live inside the
-    verifier, so :func:`speclib.sampling.verify` and :mod:`speclib.exact` can run them
+    verifier, so :func:`speclib.core.sampling.verify` and :mod:`speclib.core.exact` can run them
     (:attr:`verifier`, :attr:`hooks`).  The other five need the whole decoding loop and run
     only in :func:`generate` and :func:`distribution`:
 
@@ -108,7 +108,7 @@ class Variant(NamedTuple):
 
     @property
     def in_verifier(self) -> bool:
-        """Whether the mistake lies inside :func:`speclib.sampling.verify` alone."""
+        """Whether the mistake lies inside :func:`speclib.core.sampling.verify` alone."""
         return (self.propose is _identity and self.warp_target and not self.tell_raw_draft
                 and self.bonus_row == -1 and self.rollback_cache)
 
@@ -116,18 +116,18 @@ class Variant(NamedTuple):
         if not self.in_verifier:
             raise ValueError(
                 f"variant {self.name!r} changes the decoding loop, not only verify(); "
-                "use speclib.broken.generate and speclib.broken.distribution for it"
+                "use speclib.book.broken.generate and speclib.book.broken.distribution for it"
             )
 
     @property
     def hooks(self) -> dict:
-        """Keyword arguments for :mod:`speclib.exact` (verifier variants only)."""
+        """Keyword arguments for :mod:`speclib.core.exact` (verifier variants only)."""
         self._require_verifier()
         return {"accept": self.accept, "correct": self.correct, "report": self.report}
 
     @property
     def verifier(self) -> Callable:
-        """A drop-in replacement for :func:`speclib.sampling.verify` (verifier variants only)."""
+        """A drop-in replacement for :func:`speclib.core.sampling.verify` (verifier variants only)."""
         self._require_verifier()
         base = functools.partial(verify, accept=self.accept, correct=self.correct)
         if self.report is _identity:
@@ -140,7 +140,7 @@ class Variant(NamedTuple):
         return reporting_verifier
 
 
-# --- The correct rule, and the verifier variants (run by verify() and speclib.exact) ---------
+# --- The correct rule, and the verifier variants (run by verify() and speclib.core.exact) ---------
 
 CORRECT = Variant("correct", "min(1, q/p) acceptance and the residual max(0, q - p)/Z")
 
@@ -246,7 +246,7 @@ class SecondOrderModel:
     """A model whose next token depends on the last two tokens.
 
     ``table[a, b]`` is the distribution after ``... a b``; the first token of a sequence is
-    read as following token 0.  Follows the protocol of :mod:`speclib.models`.
+    read as following token 0.  Follows the protocol of :mod:`speclib.lm.models`.
     """
 
     context_length = 2
@@ -269,7 +269,7 @@ class SecondOrderModel:
 
 def second_order_pair(vocab_size: int = 3, draft_noise: float = 0.5, seed: int = 0,
                       concentration: float = 0.5) -> tuple[SecondOrderModel, SecondOrderModel]:
-    """A (target, draft) pair of :class:`SecondOrderModel`, built like :func:`speclib.models.markov_pair`.
+    """A (target, draft) pair of :class:`SecondOrderModel`, built like :func:`speclib.lm.models.markov_pair`.
 
     The target's ``V * V`` rows are Dirichlet(``concentration``) draws; the draft blurs each
     towards uniform by ``draft_noise``.
@@ -418,7 +418,7 @@ def _check_arguments(target: Callable, draft: Callable, prompt: object, k: objec
     prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
     k = as_int(k, "k", minimum=1)
     if not isinstance(variant, Variant):
-        raise TypeError(f"variant: expected a speclib.broken.Variant, got {type(variant).__name__}")
+        raise TypeError(f"variant: expected a speclib.book.broken.Variant, got {type(variant).__name__}")
     settings = dict(zip(("temperature", "top_k", "top_p"), _check_settings(temperature, top_k, top_p)))
     return vocab, prompt, k, settings
 
@@ -438,7 +438,7 @@ def generate(
 ) -> tuple[np.ndarray, GenerationStats]:
     """Speculative sampling with sampling controls, as ``variant`` implements it.
 
-    The decoding loop of :func:`speclib.decoding.speculative_generate`, with the target
+    The decoding loop of :func:`speclib.core.decoding.speculative_generate`, with the target
     read through a :class:`KVCache` and the sampling controls applied to each row, written
     so that every mistake in this module is one switch.  With :data:`CORRECT` the output
     follows ``warp(target, temperature, top_k, top_p)`` exactly and, for the same seed, equals
@@ -447,7 +447,7 @@ def generate(
     Parameters
     ----------
     target, draft : model
-        Models following the protocol of :mod:`speclib.models`, with the same vocabulary.
+        Models following the protocol of :mod:`speclib.lm.models`, with the same vocabulary.
     prompt : array_like of int, shape (n,)
         At least one token.
     max_new_tokens : int
@@ -458,7 +458,7 @@ def generate(
     variant : Variant, default CORRECT
         Which implementation to run.
     temperature, top_k, top_p :
-        The sampling controls the user asked for (see :func:`speclib.warping.warp_distribution`).
+        The sampling controls the user asked for (see :func:`speclib.core.warping.warp_distribution`).
 
     Returns
     -------
@@ -512,12 +512,12 @@ def distribution(
         As in :func:`generate`.
     length : int
         Number of generated tokens (``V ** length`` may not exceed
-        ``speclib.exact.MAX_SEQUENCES``).
+        ``speclib.core.exact.MAX_SEQUENCES``).
 
     Returns
     -------
     ndarray of shape ``(V,) * length``, summing to 1, comparable with
-    ``speclib.exact.target_sequence_distribution(warp(target, ...), prompt, length)``.
+    ``speclib.core.exact.target_sequence_distribution(warp(target, ...), prompt, length)``.
 
     Raises
     ------
@@ -527,7 +527,7 @@ def distribution(
 
     Examples
     --------
-    >>> from speclib.models import markov_pair
+    >>> from speclib.lm.models import markov_pair
     >>> target, draft = markov_pair(vocab_size=2, draft_noise=0.5, seed=0)
     >>> dist = distribution(target, draft, [0], 2, k=1)
     >>> float(abs(dist - target_sequence_distribution(target, [0], 2)).max()) < 1e-12
@@ -597,7 +597,7 @@ def distance_from_target(
 
 def shipped_verify_a(draft_tokens: np.ndarray, p_draft: np.ndarray, q_target: np.ndarray,
                      rng: np.random.Generator | int, *, bonus: bool = True) -> Verification:
-    """A verifier from a code review, with the signature of speclib.sampling.verify."""
+    """A verifier from a code review, with the signature of speclib.core.sampling.verify."""
     rng = as_generator(rng)
     p_draft, q_target = np.asarray(p_draft, dtype=float), np.asarray(q_target, dtype=float)
     k = len(draft_tokens)
@@ -614,7 +614,7 @@ def shipped_verify_a(draft_tokens: np.ndarray, p_draft: np.ndarray, q_target: np
 
 def shipped_verify_b(draft_tokens: np.ndarray, p_draft: np.ndarray, q_target: np.ndarray,
                      rng: np.random.Generator | int, *, bonus: bool = True) -> Verification:
-    """Another one from the same review, with the signature of speclib.sampling.verify."""
+    """Another one from the same review, with the signature of speclib.core.sampling.verify."""
     rng = as_generator(rng)
     p_draft, q_target = np.asarray(p_draft, dtype=float), np.asarray(q_target, dtype=float)
     out, n_accepted, rejected = [], 0, False

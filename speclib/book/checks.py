@@ -83,7 +83,7 @@ def check_residual(residual) -> None:
     """Exercise ex-04-1: ``residual(p, q)``, the correction distribution ``max(0, q - p)/Z``."""
     import numpy as np
 
-    from .sampling import residual_distribution
+    from ..core.sampling import residual_distribution
 
     cases = [
         ([0.5, 0.5, 0.0], [0.25, 0.25, 0.5]),
@@ -120,7 +120,7 @@ def check_residual(residual) -> None:
 def check_expected_tokens_without_bonus(expected_tokens) -> None:
     """Exercise ex-05-1: ``expected_tokens(alpha, k)``, tokens per target pass with the bonus off."""
     from .bonus import expected_tokens_per_pass_without_bonus
-    from .theory import expected_tokens_per_pass
+    from ..core.theory import expected_tokens_per_pass
 
     for alpha in (0.0, 0.3, 0.5, 0.8, 0.95, 1.0):
         for k in (1, 2, 4, 7):
@@ -145,7 +145,7 @@ def check_expected_tokens_without_bonus(expected_tokens) -> None:
 
 def check_speedup(speedup) -> None:
     """Exercise ex-06-1: ``speedup(alpha, k, c)``, the expected wall-clock improvement."""
-    from .theory import expected_tokens_per_pass, walltime_speedup
+    from ..core.theory import expected_tokens_per_pass, walltime_speedup
 
     for alpha in (0.0, 0.5, 0.8, 1.0):
         for k in (1, 3, 8):
@@ -206,15 +206,15 @@ def _token_array(value, where: str):
 def check_autoregressive_loop(generate) -> None:
     """Exercise ex-01-1: ``generate(model, prompt, n_new, rng)``, plain decoding with one pass per token.
 
-    Compared with :func:`speclib.decoding.autoregressive_generate` token for token (both
-    use :func:`speclib.sampling.sample_token` with the same seed), and the model is
+    Compared with :func:`speclib.core.decoding.autoregressive_generate` token for token (both
+    use :func:`speclib.core.sampling.sample_token` with the same seed), and the model is
     counted: exactly ``n_new`` calls.
     """
     import numpy as np
 
-    from .cost import CountingModel
-    from .decoding import autoregressive_generate
-    from .models import MarkovModel, markov_pair
+    from ..core.cost import CountingModel
+    from ..core.decoding import autoregressive_generate
+    from ..lm.models import MarkovModel, markov_pair
 
     target, _ = markov_pair(vocab_size=6, seed=4)
 
@@ -255,7 +255,7 @@ def check_draft_proposal(propose) -> None:
     """
     import numpy as np
 
-    from .models import markov_pair
+    from ..lm.models import markov_pair
 
     _, draft = markov_pair(vocab_size=5, draft_noise=0.3, seed=2)
     for seed, prefix, k in [(0, [1], 3), (4, [0, 3], 5), (8, [2], 1)]:
@@ -300,7 +300,7 @@ def check_accepted_prefix(accepted_prefix) -> None:
 
     ``p_x[i]``, ``q_x[i]`` are the draft and target probabilities of draft ``i`` and ``u[i]``
     the uniform drawn for it; the answer is compared with the rule of
-    :func:`speclib.sampling.verify` on hand-made and random cases.
+    :func:`speclib.core.sampling.verify` on hand-made and random cases.
     """
     import numpy as np
 
@@ -336,7 +336,7 @@ def check_accepted_prefix(accepted_prefix) -> None:
                                 "in the block. What happens to the drafts after the first rejection?")
         raise ExerciseError(f"{where}: you returned {got}, verification keeps {want}. Check the acceptance "
                             "probability: which probability goes on top of the ratio?")
-    passed("accepted_prefix keeps the same drafts as speclib.sampling.verify on every case.")
+    passed("accepted_prefix keeps the same drafts as speclib.core.sampling.verify on every case.")
 
 
 # --- Chapter 8: real text
@@ -392,7 +392,7 @@ def check_acceptance_by_position(acceptance_by_position) -> None:
             raise ExerciseError(f"{where}: the rate at position {bad} is {got[bad - 1]:.4g}, which is wrong. "
                                 "A draft at position j is judged only if the drafts before it were accepted: "
                                 "which blocks should the denominator count?")
-    passed("acceptance_by_position agrees with speclib.render.acceptance_by_position on every case.")
+    passed("acceptance_by_position agrees with speclib.book.render.acceptance_by_position on every case.")
 
 
 def _interpolated_row_reference(counts, lower, discount: float):
@@ -459,7 +459,7 @@ def check_top_p_row(top_p_row) -> None:
     """Exercise ex-10-1: ``top_p_row(q, top_p)``, nucleus filtering of one row."""
     import numpy as np
 
-    from .warping import warp_distribution
+    from ..core.warping import warp_distribution
 
     cases = [
         ([0.5, 0.3, 0.2], 0.8), ([0.5, 0.3, 0.2], 0.81), ([0.5, 0.3, 0.2], 0.4), ([0.1, 0.2, 0.3, 0.4], 0.6),
@@ -481,14 +481,14 @@ def check_top_p_row(top_p_row) -> None:
         if not np.allclose(got, want, atol=1e-12):
             raise ExerciseError(f"{where}: you kept the right number of tokens but not the right ones or "
                                 "not in the right proportions. Among equally likely tokens, keep the lower id.")
-    passed("top_p_row agrees with speclib.warping.warp_distribution(q, top_p=...) on every case.")
+    passed("top_p_row agrees with speclib.core.warping.warp_distribution(q, top_p=...) on every case.")
 
 
 def _exact_calls():
     """Chapter 10's four speculative configurations: (target model, draft model) for each letter."""
-    from .warping import warp
+    from ..core.warping import warp
 
-    from .models import markov_pair
+    from ..lm.models import markov_pair
 
     target, draft = markov_pair(vocab_size=3, draft_noise=0.6, seed=4)
     hot = warp(target, temperature=0.7)
@@ -505,11 +505,11 @@ def check_exact_calls(exact_calls) -> None:
     """Exercise ex-10-3: the set of letters whose call samples exactly from ``warp(target, 0.7)``.
 
     The right set is not stored anywhere: the check enumerates each configuration with
-    :mod:`speclib.exact` and compares it with the warped target.
+    :mod:`speclib.core.exact` and compares it with the warped target.
     """
     import numpy as np
 
-    from .exact import speculative_sequence_distribution, target_sequence_distribution
+    from ..core.exact import speculative_sequence_distribution, target_sequence_distribution
 
     if callable(exact_calls):
         exact_calls = call_student(exact_calls)
@@ -537,27 +537,27 @@ def check_exact_calls(exact_calls) -> None:
 
 
 def check_shipped_a_diagnosis(diagnosis) -> None:
-    """Exercise ex-11-1: which zoo variant is ``speclib.broken.shipped_verify_a``?
+    """Exercise ex-11-1: which zoo variant is ``speclib.book.broken.shipped_verify_a``?
 
     The answer is checked by behaviour, not against a stored name: the variant you name,
-    run through :func:`speclib.broken.generate`, must emit the very tokens that
+    run through :func:`speclib.book.broken.generate`, must emit the very tokens that
     ``shipped_verify_a`` emits for the same seeds.
     """
     from . import broken
-    from .decoding import speculative_generate
+    from ..core.decoding import speculative_generate
 
     if diagnosis is None:
-        raise ExerciseError("diagnosis is still None: set it to the variant of speclib.broken.ZOO that "
+        raise ExerciseError("diagnosis is still None: set it to the variant of speclib.book.broken.ZOO that "
                             "shipped_verify_a implements, for example broken.STALE_CACHE, then run this check again.")
     if isinstance(diagnosis, str):
         by_name = {v.name: v for v in broken.ZOO}
         by_name.update({n: v for n, v in vars(broken).items() if isinstance(v, broken.Variant)})
         if diagnosis not in by_name:
-            raise ExerciseError(f"{diagnosis!r} is not a variant; pass one of speclib.broken.ZOO "
+            raise ExerciseError(f"{diagnosis!r} is not a variant; pass one of speclib.book.broken.ZOO "
                                 f"(names: {[v.name for v in broken.ZOO]})")
         diagnosis = by_name[diagnosis]
     if not isinstance(diagnosis, broken.Variant):
-        raise ExerciseError(f"expected one of speclib.broken.ZOO, got {diagnosis!r}")
+        raise ExerciseError(f"expected one of speclib.book.broken.ZOO, got {diagnosis!r}")
     if diagnosis is broken.CORRECT:
         raise ExerciseError("shipped_verify_a is not correct: run the audit on it with k = 2 and length 3.")
     target, draft = broken.zoo_pair()
@@ -575,9 +575,9 @@ def check_fixed_verifier(fixed_verify) -> None:
     import numpy as np
 
     from . import broken
-    from .audit import AUDIT_LEVEL, audit
-    from .decoding import speculative_generate
-    from .exact import target_sequence_distribution
+    from ..core.audit import AUDIT_LEVEL, audit
+    from ..core.decoding import speculative_generate
+    from ..core.exact import target_sequence_distribution
 
     p = np.array([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [0.5, 0.5, 0.0]])
     out = call_student(fixed_verify, np.array([1, 2, 0]), p, np.vstack([p, [[0.0, 0.0, 1.0]]]),
@@ -604,7 +604,7 @@ def check_argmax_first_token(argmax_draft_first_token) -> None:
     import numpy as np
 
     from . import broken
-    from .models import FixedContextModel
+    from ..lm.models import FixedContextModel
 
     rng = np.random.default_rng(11)
     cases = [(np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5])), (np.array([0.2, 0.8]), np.array([0.2, 0.8])),
@@ -631,7 +631,7 @@ def check_oracle_speedup(oracle_speedup) -> None:
     """Exercise ex-12-1: ``oracle_speedup(accepted_per_step, c)``, the hindsight ceiling for ``0 <= c < 1``."""
     import numpy as np
 
-    from .adaptive import hindsight_oracle
+    from ..core.adaptive import hindsight_oracle
 
     rng = np.random.default_rng(12)
     cases = [([0, 3, 4, 1], 0.2), ([4, 4, 4], 0.0), ([0, 0, 0], 0.5), ([2], 0.9)]
@@ -651,7 +651,7 @@ def check_oracle_speedup(oracle_speedup) -> None:
                                 "(a correction or the bonus). Count it.")
         raise ExerciseError(f"{where}: you returned {got:.6g}. For a step that accepted n drafts, which k "
                             "would you pick in hindsight, how many tokens would it emit, and at what cost?")
-    passed("oracle_speedup matches speclib.adaptive.hindsight_oracle on every case.")
+    passed("oracle_speedup matches speclib.core.adaptive.hindsight_oracle on every case.")
 
 
 def _reference_window_rate(updates, window):
@@ -667,9 +667,9 @@ def check_theory_controller(make_controller) -> None:
     """Exercise ex-12-2: a controller that drafts ``optimal_k(rolling acceptance, c)`` tokens."""
     import numpy as np
 
-    from .adaptive import Controller, adaptive_generate
-    from .models import markov_pair
-    from .theory import optimal_k
+    from ..core.adaptive import Controller, adaptive_generate
+    from ..lm.models import markov_pair
+    from ..core.theory import optimal_k
 
     for c, window in [(0.1, 10), (0.3, 6)]:
         ctrl = call_student(make_controller, c, window)
@@ -706,8 +706,8 @@ def check_multi_draft_acceptance(multi_draft_acceptance) -> None:
     """Exercise ex-13-1: ``multi_draft_acceptance(p, q, m)``, recursive rejection with ``m`` candidates."""
     import numpy as np
 
-    from .sampling import acceptance_rate
-    from .variants import multi_draft_acceptance as reference
+    from ..core.sampling import acceptance_rate
+    from ..core.variants import multi_draft_acceptance as reference
 
     rng = np.random.default_rng(13)
     cases = [(np.array([0.6, 0.3, 0.1]), np.array([0.2, 0.3, 0.5]), m) for m in (1, 2, 3)]
@@ -727,15 +727,15 @@ def check_multi_draft_acceptance(multi_draft_acceptance) -> None:
             raise ExerciseError(f"{where}: you treated the candidates as independent tries against q. After a "
                                 "rejection, what distribution is the next candidate tested against?")
         raise ExerciseError(f"{where}: you returned {got:.6g}. Follow the residual from candidate to candidate.")
-    passed("multi_draft_acceptance matches speclib.variants.multi_draft_acceptance on every case.")
+    passed("multi_draft_acceptance matches speclib.core.variants.multi_draft_acceptance on every case.")
 
 
 def check_keep_after_step(keep_after_step) -> None:
     """Exercise ex-13-2: how many cached positions survive a step (prefix length, accepted drafts)."""
     import numpy as np
 
-    from .decoding import speculative_generate
-    from .variants import accepted_length, cached_speculative_generate, recurrent_pair
+    from ..core.decoding import speculative_generate
+    from ..core.variants import accepted_length, cached_speculative_generate, recurrent_pair
 
     for prefix_length, n_accepted in [(10, 2), (5, 0), (7, 4), (1, 3)]:
         got = call_student(keep_after_step, prefix_length, n_accepted)
@@ -768,8 +768,8 @@ def check_keep_after_step(keep_after_step) -> None:
 
 def check_predicted_speedup(predicted_speedup) -> None:
     """Exercise ex-09-1: ``predicted_speedup(alpha, k, c, verify_ratio)`` with a costly verification pass."""
-    from .theory import expected_tokens_per_pass, walltime_speedup
-    from .transformer import speedup_with_costs
+    from ..core.theory import expected_tokens_per_pass, walltime_speedup
+    from ..lm.transformer import speedup_with_costs
 
     for alpha in (0.0, 0.5, 0.8, 1.0):
         for k in (1, 3, 8):
@@ -786,12 +786,12 @@ def check_predicted_speedup(predicted_speedup) -> None:
                     raise ExerciseError(f"{where}: how many draft passes does one step make?")
                 raise ExerciseError(f"{where}: you returned {got:.4f}, which is off. Expected tokens per step, "
                                     "divided by the cost of a step in single-token target passes.")
-    passed("predicted_speedup agrees with speclib.transformer.speedup_with_costs on every case tried.")
+    passed("predicted_speedup agrees with speclib.lm.transformer.speedup_with_costs on every case tried.")
 
 
 def check_break_even_alpha(break_even_alpha) -> None:
     """Exercise ex-09-2: ``break_even_alpha(c, verify_ratio)``, the acceptance rate at which k = 1 breaks even."""
-    from .transformer import speedup_with_costs
+    from ..lm.transformer import speedup_with_costs
 
     for c, r in ((0.0, 1.0), (0.05, 1.0), (0.1, 1.3), (0.02, 1.5), (0.3, 1.1)):
         where = f"c = {c}, verify_ratio = {r}"
@@ -817,7 +817,7 @@ def check_tokens_to_keep(tokens_to_keep) -> None:
     """
     import numpy as np
 
-    from .transformer import TransformerConfig, random_transformer
+    from ..lm.transformer import TransformerConfig, random_transformer
 
     model = random_transformer(TransformerConfig(vocab_size=6, block_size=32, d_model=8, n_layers=1, n_heads=2), 0)
     rng = np.random.default_rng(3)

@@ -18,8 +18,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ._validate import as_distribution
-from .sampling import _residual
+from .._validate import as_distribution
+from ..core.sampling import _residual
 
 
 class TargetSplit(NamedTuple):
@@ -80,7 +80,7 @@ def emitted_distribution(
         Draft and target distributions at this position.
     correct : callable ``(p, q) -> row``, optional
         The correction distribution.  Default: the residual ``max(0, q - p)/Z``, which makes
-        the result equal to ``q``.  ``speclib.broken.RESAMPLE_FROM_TARGET.correct`` gives
+        the result equal to ``q``.  ``speclib.book.broken.RESAMPLE_FROM_TARGET.correct`` gives
         the common mistake of drawing from ``q`` again.
 
     Returns
@@ -126,15 +126,15 @@ def exactness_grid(
     """Check the correct verifier and a faulty one exactly, on a grid of small Markov pairs.
 
     For each vocabulary size ``V`` and draft length ``k`` the pair is
-    :func:`speclib.models.markov_pair` ``(V, draft_noise, seed=10 V + k)`` and the prompts
-    are ``[0]``, ``[V - 1]`` and ``[1, 0]``.  :mod:`speclib.exact` lists every branch of one
+    :func:`speclib.lm.models.markov_pair` ``(V, draft_noise, seed=10 V + k)`` and the prompts
+    are ``[0]``, ``[V - 1]`` and ``[1, 0]``.  :mod:`speclib.core.exact` lists every branch of one
     speculative step for each prompt and compares the distribution of the next ``k + 1``
     tokens with the target's; the faulty rule, plugged in through its hooks, is the negative
     control.
 
     Parameters
     ----------
-    faulty : speclib.broken.Variant
+    faulty : speclib.book.broken.Variant
         A verifier variant (``variant.in_verifier``), e.g. ``broken.RESAMPLE_FROM_TARGET``.
     bonus : bool, default True
         Whether a step whose drafts all survive adds the bonus token.
@@ -148,18 +148,18 @@ def exactness_grid(
 
     Examples
     --------
-    >>> from speclib import broken
+    >>> from speclib.book import broken
     >>> (row,) = exactness_grid(broken.RESAMPLE_FROM_TARGET, vocab_sizes=(2,), ks=(1,))
     >>> row.max_error < 1e-12, row.faulty_tv > 1e-3
     (True, True)
     """
-    from ._validate import as_int, as_real
+    from .._validate import as_int, as_real
     from .broken import Variant
-    from .exact import max_abs_error, total_variation
-    from .models import markov_pair
+    from ..core.exact import max_abs_error, total_variation
+    from ..lm.models import markov_pair
 
     if not isinstance(faulty, Variant):
-        raise TypeError(f"faulty: expected a speclib.broken.Variant, got {type(faulty).__name__}")
+        raise TypeError(f"faulty: expected a speclib.book.broken.Variant, got {type(faulty).__name__}")
     hooks = faulty.hooks  # raises ValueError for a variant outside the verifier
     vocab_sizes = tuple(as_int(v, "vocab_sizes", minimum=2) for v in vocab_sizes)
     ks = tuple(as_int(k, "ks", minimum=1) for k in ks)

@@ -18,7 +18,7 @@ def _axes(ax, figsize=(7, 3.5)):
 
 
 def plot_correction(view, axes=None):
-    """Two panels from :func:`speclib.widgets.correction_view`.
+    """Two panels from :func:`speclib.book.widgets.correction_view`.
 
     Left: the target ``q`` as stacked bars, ``min(p, q)`` (what accepted drafts deliver) under
     ``max(0, q - p)`` (what corrections must deliver), with the draft ``p`` as dots.  Right:
@@ -76,7 +76,7 @@ def plot_tokens_per_step(tokens_per_step, pmf, ax=None, title="Tokens emitted pe
 
 
 def plot_bonus(view, ax=None):
-    """Tokens-per-step distributions with and without the bonus, from :func:`speclib.widgets.bonus_view`."""
+    """Tokens-per-step distributions with and without the bonus, from :func:`speclib.book.widgets.bonus_view`."""
     import numpy as np
 
     ax = _axes(ax)
@@ -94,7 +94,7 @@ def plot_bonus(view, ax=None):
 
 
 def plot_speedup(view, ax=None):
-    """Speed-up against draft length, from :func:`speclib.widgets.speedup_view`."""
+    """Speed-up against draft length, from :func:`speclib.book.widgets.speedup_view`."""
     ax = _axes(ax)
     ax.plot(view.ks, view.speedups, "o-", color="tab:blue", markersize=3,
             label=f"alpha = {view.alpha:.2f}, c = {view.c:.2f}")
@@ -116,8 +116,8 @@ def plot_speedup(view, ax=None):
 def plot_pass_times(times, fit=None, ax=None, label="measured median", relative=False, color="tab:blue"):
     """Measured pass times (medians, with the middle half of the repeats as error bars).
 
-    ``times`` is a :class:`speclib.cost.PassTimes`; ``fit`` an optional
-    :class:`speclib.cost.PassCostFit` drawn as a line.  With ``relative=True`` everything
+    ``times`` is a :class:`speclib.core.cost.PassTimes`; ``fit`` an optional
+    :class:`speclib.core.cost.PassCostFit` drawn as a line.  With ``relative=True`` everything
     is divided by the median at the smallest token count.  Returns the axes.
     """
     import numpy as np
@@ -141,7 +141,7 @@ def plot_pass_times(times, fit=None, ax=None, label="measured median", relative=
 
 
 def plot_pass_cost(view, measured=(), ax=None):
-    """Time per pass against tokens processed at once, from :func:`speclib.widgets.pass_cost_view`.
+    """Time per pass against tokens processed at once, from :func:`speclib.book.widgets.pass_cost_view`.
 
     The model line, the cost of one pass per token, the verification pass over ``k + 1``
     tokens (a star) and the crossover.  ``measured`` is an optional sequence of
@@ -174,7 +174,7 @@ def plot_pass_cost(view, measured=(), ax=None):
 
 
 def plot_drafting(view, axes=None):
-    """Two panels from :func:`speclib.widgets.drafting_view`.
+    """Two panels from :func:`speclib.book.widgets.drafting_view`.
 
     Left: target ``q`` and draft ``p`` over the tokens (sorted by decreasing ``q``), with
     their overlap ``min(p, q)`` shaded; its area is alpha.  Right: alpha against the draft
@@ -203,7 +203,7 @@ def plot_drafting(view, axes=None):
 
 
 def plot_verification_block(view, ax=None, legend=True):
-    """One verified block from :func:`speclib.widgets.verification_view`.
+    """One verified block from :func:`speclib.book.widgets.verification_view`.
 
     Bars: the acceptance probability ``min(1, q/p)`` of each judged draft; markers: the
     uniform ``u`` drawn for it (a green dot under the bar top is an acceptance, a red cross
@@ -244,7 +244,7 @@ def plot_verification_block(view, ax=None, legend=True):
 def plot_acceptance_by_position(rate, n_judged, ax=None, label=None, color=None, alpha=None):
     """Acceptance rate at each draft position of a block, with 95% binomial error bars.
 
-    ``rate`` and ``n_judged`` come from :func:`speclib.render.acceptance_by_position`.  If
+    ``rate`` and ``n_judged`` come from :func:`speclib.book.render.acceptance_by_position`.  If
     ``alpha`` is given, a dashed line marks it: the flat curve independent acceptances give.
     Returns the axes.
     """
@@ -270,7 +270,7 @@ def plot_acceptance_by_position(rate, n_judged, ax=None, label=None, color=None,
 def plot_sampling_controls(view, ax=None, legend=True):
     """Target and draft rows after the sampling controls, with the raw target row outlined.
 
-    ``view`` is a :class:`speclib.widgets.SamplingControlsView`; ``legend=False`` leaves the
+    ``view`` is a :class:`speclib.book.widgets.SamplingControlsView`; ``legend=False`` leaves the
     legend out (for all but one panel of a row of them).
     """
     import numpy as np
@@ -345,7 +345,7 @@ def plot_zoo_distances(names, distances, ax=None, title="Exact distance of each 
 def plot_controller_bars(view, ax=None):
     """Bars: each controller's speed-up at one cost ratio, plain decoding at 1.
 
-    ``view`` is a :class:`speclib.widgets.ControllerView`.
+    ``view`` is a :class:`speclib.book.widgets.ControllerView`.
     """
     import numpy as np
 
@@ -366,7 +366,7 @@ def plot_controller_bars(view, ax=None):
 def plot_controller_comparison(comparison, ax=None, title="Speed-up of each controller", legend=True):
     """Lines: speed-up against the cost ratio ``c``, one per controller; the oracle dashed.
 
-    ``comparison`` is a :class:`speclib.adaptive.Comparison`; with several runs, a shaded band
+    ``comparison`` is a :class:`speclib.core.adaptive.Comparison`; with several runs, a shaded band
     of two standard errors shows the run-to-run noise.
     """
     import numpy as np
@@ -391,7 +391,7 @@ def plot_fallback_trace(estimates, history, c, tokens_per_step, boundaries=(), a
                         title="Rolling acceptance and the fallback decision"):
     """The monitor's rolling acceptance estimate against tokens generated, fallback stretches shaded.
 
-    ``estimates`` and ``history`` are a :class:`speclib.adaptive.FallbackMonitor`'s, one entry
+    ``estimates`` and ``history`` are a :class:`speclib.core.adaptive.FallbackMonitor`'s, one entry
     per step; ``tokens_per_step`` places the steps on the token axis; ``boundaries`` marks
     where segments change (in tokens).
     """
@@ -416,7 +416,7 @@ def plot_fallback_trace(estimates, history, c, tokens_per_step, boundaries=(), a
 def plot_batch_waste(view, ax=None):
     """Padding waste and truncation loss against the batch size.
 
-    ``view`` is a :class:`speclib.widgets.BatchWasteView`.
+    ``view`` is a :class:`speclib.book.widgets.BatchWasteView`.
     """
     ax = _axes(ax)
     ax.plot(view.batch_sizes, view.pad_waste, marker="o", markersize=3,
@@ -468,7 +468,7 @@ BEST_K_BINS = ((0, 0), (1, 1), (2, 2), (3, 3), (4, 5), (6, 8), (9, 16), (17, 32)
 
 
 def plot_best_k_map(alphas, costs, best_k, ax=None, title="Best draft length over the (alpha, c) plane"):
-    """Colour map of the best draft length, from :func:`speclib.tradeoff.optimal_k_grid`.
+    """Colour map of the best draft length, from :func:`speclib.core.tradeoff.optimal_k_grid`.
 
     ``best_k[i, j]`` is the best ``k`` at ``costs[i]`` and ``alphas[j]`` (0: do not
     speculate).  Colours are binned by :data:`BEST_K_BINS`; the dashed diagonal is the
@@ -502,7 +502,7 @@ def plot_best_k_map(alphas, costs, best_k, ax=None, title="Best draft length ove
 def plot_verification_blocks(views, ncols=2, title=None):
     """A grid of :func:`plot_verification_block` panels sharing one legend.
 
-    ``views`` is a sequence of :func:`speclib.widgets.verification_view` results, one per
+    ``views`` is a sequence of :func:`speclib.book.widgets.verification_view` results, one per
     panel.  Axis labels are written once per row and column, not on every panel.  Returns
     the figure.
     """

@@ -1,6 +1,6 @@
 """What happened inside a speculative generation: a trace, its statistics, and coloured text.
 
-:func:`trace_generation` runs :func:`speclib.decoding.speculative_generate` unchanged, with
+:func:`trace_generation` runs :func:`speclib.core.decoding.speculative_generate` unchanged, with
 a verifier that records every block it judges: how many drafts were proposed and kept,
 and the acceptance probability ``beta = sum_x min(p(x), q(x))`` at each position the
 target verified.  From that record:
@@ -31,9 +31,9 @@ from typing import Callable
 
 import numpy as np
 
-from ._validate import as_generator, as_int, as_probability_array, as_tokens
-from .decoding import GenerationStats, _check_model, speculative_generate
-from .sampling import Verification, verify
+from .._validate import as_generator, as_int, as_probability_array, as_tokens
+from ..core.decoding import GenerationStats, _check_model, speculative_generate
+from ..core.sampling import Verification, verify
 
 ACCEPTED, CORRECTED, BONUS = "accepted", "corrected", "bonus"
 KINDS = (ACCEPTED, CORRECTED, BONUS)
@@ -72,7 +72,7 @@ def _check_trace(trace: object) -> Trace:
 
 
 class _Recorder:
-    """A verifier that calls :func:`speclib.sampling.verify` and remembers each block."""
+    """A verifier that calls :func:`speclib.core.sampling.verify` and remembers each block."""
 
     def __init__(self, progress: Callable[[int], None] | None) -> None:
         self.blocks: list[Block] = []
@@ -103,13 +103,13 @@ def trace_generation(
 ) -> Trace:
     """Speculative generation, recording what the verifier did at every block.
 
-    The tokens are exactly those :func:`speclib.decoding.speculative_generate` returns for
+    The tokens are exactly those :func:`speclib.core.decoding.speculative_generate` returns for
     the same arguments and ``rng`` (it is what runs).
 
     Parameters
     ----------
     target, draft, prompt, max_new_tokens, k, rng :
-        As in :func:`speclib.decoding.speculative_generate`.
+        As in :func:`speclib.core.decoding.speculative_generate`.
     progress : callable, optional
         Called after each block with the number of tokens emitted so far (it may exceed
         ``max_new_tokens`` at the last block).
@@ -120,7 +120,7 @@ def trace_generation(
 
     Examples
     --------
-    >>> from speclib.models import markov_pair
+    >>> from speclib.lm.models import markov_pair
     >>> target, draft = markov_pair(vocab_size=8, draft_noise=0.3, seed=0)
     >>> trace = trace_generation(target, draft, [0], 12, k=3, rng=0)
     >>> len(trace.tokens) == len(trace.kinds) == 12
@@ -182,7 +182,7 @@ def acceptance_probabilities(target: Callable, draft: Callable, tokens: np.ndarr
 
     Examples
     --------
-    >>> from speclib.models import markov_pair
+    >>> from speclib.lm.models import markov_pair
     >>> target, draft = markov_pair(vocab_size=4, draft_noise=0.0, seed=0)
     >>> acceptance_probabilities(target, draft, [0, 1, 2]).round(6)
     array([1., 1., 1.])
@@ -322,7 +322,7 @@ def batch_means_interval(values: object, n_batches: int = 20, level: float = 0.9
     independent (correct runs cluster), so the Student-t interval over single values is too
     narrow.  Cut the sequence into ``n_batches`` consecutive batches; when a batch is much
     longer than the correlation, the batch means are nearly independent and the Student-t
-    interval over them (:func:`speclib.stats.mean_confidence_interval`) has about the stated
+    interval over them (:func:`speclib.core.stats.mean_confidence_interval`) has about the stated
     coverage.  The interval is centred on the mean of all the values.
 
     Parameters
@@ -334,7 +334,7 @@ def batch_means_interval(values: object, n_batches: int = 20, level: float = 0.9
 
     Returns
     -------
-    speclib.stats.ConfidenceInterval
+    speclib.core.stats.ConfidenceInterval
 
     Examples
     --------
@@ -342,7 +342,7 @@ def batch_means_interval(values: object, n_batches: int = 20, level: float = 0.9
     >>> ci.mean, ci.low == ci.high == 1.5
     (1.5, True)
     """
-    from .stats import ConfidenceInterval, mean_confidence_interval
+    from ..core.stats import ConfidenceInterval, mean_confidence_interval
 
     try:
         arr = np.asarray(values, dtype=float)
@@ -429,7 +429,7 @@ def _runs(trace: Trace, vocab) -> list[tuple[str, str]]:
 def to_ansi(trace: Trace, vocab, color: bool = True) -> str:
     """The prompt and the new text, coloured by kind with ANSI escapes (plain if ``color`` is False).
 
-    ``vocab`` turns ids into text (:func:`speclib.corpora.shared_vocabulary`).  Colours
+    ``vocab`` turns ids into text (:func:`speclib.lm.corpora.shared_vocabulary`).  Colours
     never span a line break, so the text pages and copies cleanly.
     """
     trace = _check_trace(trace)

@@ -6,13 +6,13 @@ Chapters 2 and 3 take one speculative step apart:
   distribution ``p`` each one was sampled from (verification needs them);
 * :func:`score_block`: one target call on ``prefix + drafts`` returns the ``k + 1``
   target rows ``q`` (the drafted positions and the one after them);
-* :func:`verify_trace`: runs :func:`speclib.sampling.verify` itself, with a random
+* :func:`verify_trace`: runs :func:`speclib.core.sampling.verify` itself, with a random
   generator that writes down every uniform number it hands out, and lays the decisions
   out token by token (draft token, ``p(x)``, ``q(x)``, ``min(1, q(x)/p(x))``, the uniform
   ``u``, accepted or not).  Because the decisions are verify's own, the trace cannot
   drift from the algorithm it explains;
 * :func:`speculative_trace`: several such blocks in a row, drawing exactly the random
-  numbers that :func:`speclib.decoding.speculative_generate` draws, so with the same
+  numbers that :func:`speclib.core.decoding.speculative_generate` draws, so with the same
   seed both emit the same tokens;
 * :func:`trace_markdown`: the trace as a Markdown table for a notebook.
 """
@@ -23,9 +23,9 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ._validate import as_generator, as_int, as_tokens
-from .decoding import _check_model, _last_rows
-from .sampling import Verification, sample_token, verify
+from .._validate import as_generator, as_int, as_tokens
+from ..core.decoding import _check_model, _last_rows
+from ..core.sampling import Verification, sample_token, verify
 
 ACCEPTED, REJECTED, BONUS = "accepted", "rejected", "bonus"
 
@@ -69,11 +69,11 @@ def draft_block(draft: Callable, prefix: np.ndarray, k: int, rng: np.random.Gene
     Each token is sampled from the draft's next-token distribution given the prefix and
     the tokens drafted so far, and that distribution is recorded: it is the ``p`` that
     verification divides by.  The random numbers are the ones
-    :func:`speclib.decoding.speculative_generate` draws for its drafts.
+    :func:`speclib.core.decoding.speculative_generate` draws for its drafts.
 
     Examples
     --------
-    >>> from speclib.models import markov_pair
+    >>> from speclib.lm.models import markov_pair
     >>> _, draft = markov_pair(vocab_size=8, seed=0)
     >>> block = draft_block(draft, [0], k=3, rng=1)
     >>> block.tokens.shape, block.p_rows.shape
@@ -130,7 +130,7 @@ class BlockTrace(NamedTuple):
     draft_tokens: np.ndarray  #: shape (k,)
     p_rows: np.ndarray  #: shape (k, V)
     q_rows: np.ndarray  #: shape (k + 1, V)
-    verification: Verification  #: what :func:`speclib.sampling.verify` returned
+    verification: Verification  #: what :func:`speclib.core.sampling.verify` returned
     rows: list[TraceRow]
 
 
@@ -143,7 +143,7 @@ def verify_trace(
     bonus: bool = True,
     block: int = 0,
 ) -> BlockTrace:
-    """Run :func:`speclib.sampling.verify` and record each of its decisions.
+    """Run :func:`speclib.core.sampling.verify` and record each of its decisions.
 
     The arguments are verify's.  The uniform numbers verify draws are recorded: one per
     judged draft (accepted while ``u < min(1, q(x)/p(x))``), then one for the correction
@@ -195,14 +195,14 @@ def speculative_trace(
     """``n_blocks`` speculative steps, each drafted, scored and verified with a full trace.
 
     Draws the same random numbers in the same order as
-    :func:`speclib.decoding.speculative_generate`, so the tokens emitted by the blocks,
+    :func:`speclib.core.decoding.speculative_generate`, so the tokens emitted by the blocks,
     concatenated, are the first tokens that ``speculative_generate`` returns with the same
     models, prompt, ``k`` and seed (as long as it is asked for at least ``k`` more tokens,
     so that it drafts full blocks too).
 
     Examples
     --------
-    >>> from speclib.models import markov_pair
+    >>> from speclib.lm.models import markov_pair
     >>> target, draft = markov_pair(vocab_size=8, draft_noise=0.3, seed=0)
     >>> blocks = speculative_trace(target, draft, [0], n_blocks=2, k=3, rng=1)
     >>> len(blocks), blocks[1].block

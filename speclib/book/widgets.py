@@ -15,9 +15,9 @@ from typing import NamedTuple as _NamedTuple
 
 import numpy as _np
 
-from ._validate import as_int as _as_int
-from ._validate import as_probability_array as _as_probability_array
-from ._validate import as_real as _as_real
+from .._validate import as_int as _as_int
+from .._validate import as_probability_array as _as_probability_array
+from .._validate import as_real as _as_real
 
 
 class CorrectionView(_NamedTuple):
@@ -36,7 +36,7 @@ class CorrectionView(_NamedTuple):
 def correction_view(draft_noise: float, vocab_size: int = 8, seed: int = 0) -> CorrectionView:
     """The split of ``q`` into ``min(p, q)`` and ``max(0, q - p)``, and the resample-from-q error.
 
-    The pair is :func:`speclib.models.fixed_pair` ``(vocab_size, draft_noise, seed)``: a
+    The pair is :func:`speclib.lm.models.fixed_pair` ``(vocab_size, draft_noise, seed)``: a
     peaked Dirichlet target and a draft blurred towards uniform by ``draft_noise``.
 
     Examples
@@ -47,8 +47,8 @@ def correction_view(draft_noise: float, vocab_size: int = 8, seed: int = 0) -> C
     """
     from .broken import RESAMPLE_FROM_TARGET
     from .correction import emitted_distribution, split_target
-    from .models import fixed_pair
-    from .stats import total_variation_distance
+    from ..lm.models import fixed_pair
+    from ..core.stats import total_variation_distance
 
     draft_noise = _as_real(draft_noise, "draft_noise", low=0.0, high=1.0)
     vocab_size = _as_int(vocab_size, "vocab_size", minimum=2)
@@ -61,7 +61,7 @@ def correction_view(draft_noise: float, vocab_size: int = 8, seed: int = 0) -> C
 
 
 def correction_explorer(vocab_size: int = 8, seed: int = 0):
-    """Slider over the draft noise; redraws :func:`speclib.plots.plot_correction`."""
+    """Slider over the draft noise; redraws :func:`speclib.book.plots.plot_correction`."""
     import ipywidgets
     import matplotlib.pyplot as plt
 
@@ -97,7 +97,7 @@ def bonus_view(alpha: float, k: int) -> BonusView:
     (1.75, 1.5)
     """
     from .bonus import bonus_share, expected_tokens_per_pass_without_bonus, tokens_per_step_pmf_without_bonus
-    from .theory import expected_tokens_per_pass, tokens_per_step_pmf
+    from ..core.theory import expected_tokens_per_pass, tokens_per_step_pmf
 
     alpha = float(_as_probability_array(alpha, "alpha"))
     k = _as_int(k, "k", minimum=1)
@@ -107,7 +107,7 @@ def bonus_view(alpha: float, k: int) -> BonusView:
 
 
 def bonus_explorer():
-    """Sliders for alpha and k; redraws :func:`speclib.plots.plot_bonus`."""
+    """Sliders for alpha and k; redraws :func:`speclib.book.plots.plot_bonus`."""
     import ipywidgets
     import matplotlib.pyplot as plt
 
@@ -150,8 +150,8 @@ def speedup_view(alpha: float, c: float, k: int, k_max: int = 16) -> SpeedupView
     >>> speedup_view(0.2, 0.3, 4).best_k
     0
     """
-    from .theory import optimal_k
-    from .tradeoff import break_even_alpha, speedup_curve
+    from ..core.theory import optimal_k
+    from ..core.tradeoff import break_even_alpha, speedup_curve
 
     k_max = _as_int(k_max, "k_max", minimum=1)
     k = _as_int(k, "k", minimum=1)
@@ -165,7 +165,7 @@ def speedup_view(alpha: float, c: float, k: int, k_max: int = 16) -> SpeedupView
 
 
 def speedup_explorer(k_max: int = 16):
-    """Sliders for alpha, c and k; redraws :func:`speclib.plots.plot_speedup`."""
+    """Sliders for alpha, c and k; redraws :func:`speclib.book.plots.plot_speedup`."""
     import ipywidgets
     import matplotlib.pyplot as plt
 
@@ -198,7 +198,7 @@ class PassCostView(_NamedTuple):
 
 def pass_cost_view(n_params: float, bytes_per_param: float, bandwidth: float, flops: float,
                    k: int = 4, max_tokens: int = 256) -> PassCostView:
-    """Predicted pass cost against tokens processed at once (:func:`speclib.cost.predicted_pass_time`).
+    """Predicted pass cost against tokens processed at once (:func:`speclib.core.cost.predicted_pass_time`).
 
     ``bandwidth`` in bytes/s and ``flops`` in operations/s.
 
@@ -208,7 +208,7 @@ def pass_cost_view(n_params: float, bytes_per_param: float, bandwidth: float, fl
     >>> view.crossover, round(view.verify_relative, 3)
     (100.0, 1.04)
     """
-    from .cost import predicted_pass_time
+    from ..core.cost import predicted_pass_time
 
     k = _as_int(k, "k", minimum=1)
     max_tokens = _as_int(max_tokens, "max_tokens", minimum=k + 1)
@@ -225,7 +225,7 @@ def pass_cost_explorer(n_params: float = 1e8, bytes_per_param: float = 4.0,
     """Log sliders for memory bandwidth, arithmetic throughput and model size, and k.
 
     The defaults are placeholders; chapter 1 passes the values it fitted on this machine.
-    Redraws :func:`speclib.plots.plot_pass_cost`.
+    Redraws :func:`speclib.book.plots.plot_pass_cost`.
     """
     import ipywidgets
     import matplotlib.pyplot as plt
@@ -264,7 +264,7 @@ class DraftingView(_NamedTuple):
 def drafting_view(draft_noise: float, vocab_size: int = 64, seed: int = 0, context_id: int = 42) -> DraftingView:
     """The article's pair at one draft noise: target, draft, their overlap and alpha.
 
-    The pair is :func:`speclib.models.fixed_pair` ``(vocab_size, draft_noise, seed,
+    The pair is :func:`speclib.lm.models.fixed_pair` ``(vocab_size, draft_noise, seed,
     context_id)``.  Tokens are sorted by decreasing target probability so the overlap reads
     as an area; ``alpha_grid`` is alpha over draft noises from 0 to 1.
 
@@ -274,8 +274,8 @@ def drafting_view(draft_noise: float, vocab_size: int = 64, seed: int = 0, conte
     >>> round(view.alpha, 12), view.q.shape
     (1.0, (64,))
     """
-    from .models import fixed_pair, noisy_draft
-    from .sampling import acceptance_rate
+    from ..lm.models import fixed_pair, noisy_draft
+    from ..core.sampling import acceptance_rate
 
     draft_noise = _as_real(draft_noise, "draft_noise", low=0.0, high=1.0)
     target, draft = fixed_pair(vocab_size=vocab_size, draft_noise=draft_noise, seed=seed, context_id=context_id)
@@ -287,7 +287,7 @@ def drafting_view(draft_noise: float, vocab_size: int = 64, seed: int = 0, conte
 
 
 def drafting_explorer(vocab_size: int = 64, seed: int = 0):
-    """Sliders for the draft noise and the context; redraws :func:`speclib.plots.plot_drafting`."""
+    """Sliders for the draft noise and the context; redraws :func:`speclib.book.plots.plot_drafting`."""
     import ipywidgets
     import matplotlib.pyplot as plt
 
@@ -307,7 +307,7 @@ def drafting_explorer(vocab_size: int = 64, seed: int = 0):
 class VerificationView(_NamedTuple):
     """What the verification explorer (chapter 3) shows for one block of a seeded run."""
 
-    block: object  #: the speclib.trace.BlockTrace of this block
+    block: object  #: the speclib.book.trace.BlockTrace of this block
     accept_prob: _np.ndarray  #: min(1, q/p) of each judged draft
     u: _np.ndarray  #: the uniform drawn for each judged draft
     accepted: _np.ndarray  #: bool, u < accept_prob
@@ -319,9 +319,9 @@ class VerificationView(_NamedTuple):
 
 def verification_view(block: int, draft_noise: float = 0.3, k: int = 4, n_blocks: int = 12,
                       seed: int = 0, vocab_size: int = 64) -> VerificationView:
-    """One block of :func:`speclib.trace.speculative_trace` on the article's pair.
+    """One block of :func:`speclib.book.trace.speculative_trace` on the article's pair.
 
-    The run is ``n_blocks`` blocks of ``k`` drafts with :func:`speclib.models.fixed_pair`
+    The run is ``n_blocks`` blocks of ``k`` drafts with :func:`speclib.lm.models.fixed_pair`
     ``(vocab_size, draft_noise)`` and random seed ``seed``; ``block`` picks one (from 0).
 
     Examples
@@ -330,7 +330,7 @@ def verification_view(block: int, draft_noise: float = 0.3, k: int = 4, n_blocks
     >>> view.accepted.tolist(), len(view.emitted)
     ([True, True, True, True], 5)
     """
-    from .models import fixed_pair
+    from ..lm.models import fixed_pair
     from .trace import speculative_trace
 
     n_blocks = _as_int(n_blocks, "n_blocks", minimum=1)
@@ -349,7 +349,7 @@ def verification_view(block: int, draft_noise: float = 0.3, k: int = 4, n_blocks
 
 
 def verification_explorer(k: int = 4, n_blocks: int = 12, seed: int = 0):
-    """Step through the blocks of a seeded run; redraws :func:`speclib.plots.plot_verification_block`."""
+    """Step through the blocks of a seeded run; redraws :func:`speclib.book.plots.plot_verification_block`."""
     import ipywidgets
     import matplotlib.pyplot as plt
 
@@ -371,7 +371,7 @@ def verification_explorer(k: int = 4, n_blocks: int = 12, seed: int = 0):
 class GenerationView(_NamedTuple):
     """What the real-text explorer (chapter 8) shows for one setting."""
 
-    html: str  #: the coloured text (accepted / corrected / bonus), from speclib.render.to_html
+    html: str  #: the coloured text (accepted / corrected / bonus), from speclib.book.render.to_html
     summary: str  #: one line of statistics
     tokens_per_pass: float
     acceptance: float  #: accepted / verified drafts
@@ -383,10 +383,10 @@ def generation_view(domain: str = "prose", k: int = 4, temperature: float = 1.0,
 
     ``temperature`` 0 is greedy decoding (both models warped to their argmax).
     """
-    from .corpora import shared_vocabulary
-    from .ngram import ngram_pair
+    from ..lm.corpora import shared_vocabulary
+    from ..lm.ngram import ngram_pair
     from .render import to_html, trace_generation
-    from .warping import warp
+    from ..core.warping import warp
 
     k = _as_int(k, "k", minimum=1)
     temperature = _as_real(temperature, "temperature", low=0.0)
@@ -439,7 +439,7 @@ def sampling_controls_view(temperature: float = 1.0, top_k: int | None = None, t
                            vocab_size: int = 8, draft_noise: float = 0.5, seed: int = 0) -> SamplingControlsView:
     """One target row and its draft row, before and after temperature, top-k and top-p.
 
-    The pair is :func:`speclib.models.fixed_pair` ``(vocab_size, draft_noise, seed)``.
+    The pair is :func:`speclib.lm.models.fixed_pair` ``(vocab_size, draft_noise, seed)``.
 
     Examples
     --------
@@ -447,9 +447,9 @@ def sampling_controls_view(temperature: float = 1.0, top_k: int | None = None, t
     >>> int(view.q_warped.max()), view.label
     (1, 'temperature 0 (greedy)')
     """
-    from .models import fixed_pair
-    from .sampling import acceptance_rate
-    from .warping import warp_distribution
+    from ..lm.models import fixed_pair
+    from ..core.sampling import acceptance_rate
+    from ..core.warping import warp_distribution
 
     vocab_size = _as_int(vocab_size, "vocab_size", minimum=2)
     target, draft = fixed_pair(vocab_size=vocab_size, draft_noise=draft_noise, seed=seed)
@@ -500,9 +500,9 @@ class ControllerView(_NamedTuple):
 
 def controller_view(draft_noise: float = 0.5, c: float = 0.2, n_tokens: int = 400, seed: int = 0,
                     vocab_size: int = 32, concentration: float = 0.1, p_min: float = 0.3) -> ControllerView:
-    """Speed of every controller of :func:`speclib.adaptive.compare_controllers` on a Markov pair.
+    """Speed of every controller of :func:`speclib.core.adaptive.compare_controllers` on a Markov pair.
 
-    The pair is :func:`speclib.models.markov_pair` ``(vocab_size, draft_noise, seed,
+    The pair is :func:`speclib.lm.models.markov_pair` ``(vocab_size, draft_noise, seed,
     concentration)``; ``c`` is the draft/target cost ratio.
 
     Examples
@@ -511,8 +511,8 @@ def controller_view(draft_noise: float = 0.5, c: float = 0.2, n_tokens: int = 40
     >>> view.names[-1], bool(view.speedup.min() >= 1.0)
     ('oracle (hindsight)', True)
     """
-    from .adaptive import compare_controllers
-    from .models import markov_pair
+    from ..core.adaptive import compare_controllers
+    from ..lm.models import markov_pair
 
     draft_noise = _as_real(draft_noise, "draft_noise", low=0.0, high=1.0)
     c = _as_real(c, "c", low=0.0)
@@ -564,7 +564,7 @@ def batch_waste_view(alpha: float = 0.7, k: int = 4, max_batch: int = 32) -> Bat
     >>> float(view.pad_waste[0]), bool(view.pad_waste[-1] > 0)
     (0.0, True)
     """
-    from .variants import expected_block_extremes
+    from ..core.variants import expected_block_extremes
 
     alpha = float(_as_probability_array(alpha, "alpha"))
     k = _as_int(k, "k", minimum=1)

@@ -13,7 +13,7 @@ here, and a monitor that wraps any of them:
     own top probability for the next token falls below ``p_min``.
 :class:`FallbackMonitor`
     Keeps a rolling acceptance rate and switches to plain decoding when it drops to the
-    break-even ``alpha <= c`` of :func:`speclib.theory.optimal_k`; while falling back it
+    break-even ``alpha <= c`` of :func:`speclib.core.theory.optimal_k`; while falling back it
     probes with one drafted token now and then, and resumes when speculation pays again.
 
 and :func:`hindsight_oracle`, the ceiling: the best ``k`` for every step, picked after the
@@ -43,7 +43,7 @@ from typing import Callable, Mapping, NamedTuple, Protocol, Sequence, runtime_ch
 
 import numpy as np
 
-from ._validate import as_generator, as_int, as_real, as_tokens
+from .._validate import as_generator, as_int, as_real, as_tokens
 from .decoding import GenerationStats, _check_model, _last_rows
 from .exact import _check_sizes
 from .sampling import _residual, acceptance_probability, sample_token, verify
@@ -187,7 +187,7 @@ class PeekingStop(ConfidenceStop):
 def speculation_pays(alpha: float, c: float) -> bool:
     """The break-even of the theory chapter: some draft length beats plain decoding iff ``alpha > c``.
 
-    Equivalent to ``speclib.theory.optimal_k(alpha, c) > 0`` (a test checks it), but cheap
+    Equivalent to ``speclib.core.theory.optimal_k(alpha, c) > 0`` (a test checks it), but cheap
     enough to call at every step.
 
     Examples
@@ -297,7 +297,7 @@ def _check_controller(controller: object) -> Controller:
 
 @dataclass
 class AdaptiveStats(GenerationStats):
-    """:class:`~speclib.decoding.GenerationStats` plus what a controller did at every step."""
+    """:class:`~speclib.core.decoding.GenerationStats` plus what a controller did at every step."""
 
     k_per_step: list[int] = field(default_factory=list)  #: tokens drafted (and kept for verification)
     accepted_per_step: list[int] = field(default_factory=list)
@@ -326,13 +326,13 @@ def adaptive_generate(
     Each step asks the controller for a draft length ``k`` (capped by the tokens still
     needed).  ``k = 0`` is a plain step: one target pass, one token.  Otherwise the draft
     proposes up to ``k`` tokens, the controller may end the draft early after seeing the
-    row of each proposal, and :func:`speclib.sampling.verify` checks the block in one target
+    row of each proposal, and :func:`speclib.core.sampling.verify` checks the block in one target
     pass.  The controller then learns how many drafts were accepted.
 
     Parameters
     ----------
     target, draft : model
-        Models following the protocol of :mod:`speclib.models`, with the same vocabulary.
+        Models following the protocol of :mod:`speclib.lm.models`, with the same vocabulary.
     prompt : array_like of int
         At least one token.
     max_new_tokens : int
@@ -350,7 +350,7 @@ def adaptive_generate(
 
     Examples
     --------
-    >>> from speclib.models import markov_pair
+    >>> from speclib.lm.models import markov_pair
     >>> target, draft = markov_pair(vocab_size=8, draft_noise=0.2, seed=0)
     >>> tokens, stats = adaptive_generate(target, draft, [0], 30, HeuristicK(2), rng=1)
     >>> len(tokens), stats.target_passes < 30
@@ -512,7 +512,7 @@ def controlled_sequence_distribution(
     Every branch is listed: each drafted token, each controller decision (the controller is
     copied into every branch, so its state follows that branch's history), each accept or
     reject, each correction or bonus token.  For an exact controller the result equals
-    :func:`speclib.exact.target_sequence_distribution`.
+    :func:`speclib.core.exact.target_sequence_distribution`.
 
     Returns
     -------

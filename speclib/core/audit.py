@@ -2,7 +2,7 @@
 
 A speculative decoder is exact if its output follows the target distribution (after the
 sampling controls the user asked for).  For a model pair small enough to enumerate, that
-distribution is known exactly (:func:`speclib.exact.target_sequence_distribution`), so any
+distribution is known exactly (:func:`speclib.core.exact.target_sequence_distribution`), so any
 decoder, even one whose code we cannot read, can be audited as a black box:
 
 1. :func:`sequence_counts` runs it many times from one prompt and counts each short output;
@@ -20,7 +20,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ._validate import as_distribution, as_generator, as_int, as_real
+from .._validate import as_distribution, as_generator, as_int, as_real
 from .stats import ChiSquareResult, chi_square_test
 
 #: The book's significance level for audits: a correct decoder fails once in a thousand runs.
@@ -85,7 +85,7 @@ def pooled_chi_square(counts: np.ndarray, probs: np.ndarray, min_expected: float
     outcome expected 0.01 times would alone add about 100 to the statistic and reject a
     correct decoder.  So the rarest outcomes of positive probability are merged into one
     bin until it reaches ``min_expected``.  Outcomes of probability 0 stay apart: a single
-    draw of one still gives p-value 0 (see :func:`speclib.stats.chi_square_test`).
+    draw of one still gives p-value 0 (see :func:`speclib.core.stats.chi_square_test`).
 
     Parameters
     ----------
@@ -97,7 +97,7 @@ def pooled_chi_square(counts: np.ndarray, probs: np.ndarray, min_expected: float
 
     Returns
     -------
-    speclib.stats.ChiSquareResult, on the pooled outcomes.
+    speclib.core.stats.ChiSquareResult, on the pooled outcomes.
 
     Examples
     --------
@@ -155,7 +155,7 @@ def audit(
         As in :func:`sequence_counts`.
     reference : array_like, shape ``(V,) * length``
         The distribution a correct decoder follows, for example
-        ``speclib.exact.target_sequence_distribution(warp(target, ...), prompt, length)``.
+        ``speclib.core.exact.target_sequence_distribution(warp(target, ...), prompt, length)``.
     n_samples : int
     rng : numpy.random.Generator or int
     level : float in (0, 1), default :data:`AUDIT_LEVEL`
@@ -168,7 +168,7 @@ def audit(
     Examples
     --------
     >>> from speclib import markov_pair, speculative_generate
-    >>> from speclib.exact import target_sequence_distribution
+    >>> from speclib.core.exact import target_sequence_distribution
     >>> target, draft = markov_pair(vocab_size=3, draft_noise=0.5, seed=0)
     >>> reference = target_sequence_distribution(target, [0], 2)
     >>> audit(lambda n, rng: speculative_generate(target, draft, [0], n, 2, rng),

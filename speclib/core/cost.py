@@ -18,7 +18,7 @@ module measures that on the machine at hand, with a stack of dense layers in num
 * :func:`predicted_pass_time` is the same model written with hardware quantities (bytes of
   weights over memory bandwidth, plus arithmetic over throughput), for other machines.
 
-:class:`CountingModel` wraps any model of :mod:`speclib.models` and counts its calls, the
+:class:`CountingModel` wraps any model of :mod:`speclib.lm.models` and counts its calls, the
 number that plain decoding spends one of per token.
 
 Timings vary from run to run and machine to machine; nothing in the tests asserts one.
@@ -34,7 +34,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from ._validate import as_generator, as_int, as_real, as_tokens
+from .._validate import as_generator, as_int, as_real, as_tokens
 
 
 def layer_stack(d_model: int, n_layers: int, rng: np.random.Generator | int,
@@ -301,7 +301,7 @@ def largest_cache_bytes(sysfs: str | Path = "/sys/devices/system/cpu/cpu0/cache"
 
 
 class CountingModel:
-    """Wrap a model (see :mod:`speclib.models`) and count how often it is called.
+    """Wrap a model (see :mod:`speclib.lm.models`) and count how often it is called.
 
     ``calls`` is the number of forward passes; ``tokens_in`` the length of each call's
     input.  The wrapper changes no probability and passes on ``vocab_size`` and
@@ -309,8 +309,8 @@ class CountingModel:
 
     Examples
     --------
-    >>> from speclib.models import markov_pair
-    >>> from speclib.decoding import autoregressive_generate
+    >>> from speclib.lm.models import markov_pair
+    >>> from speclib.core.decoding import autoregressive_generate
     >>> target, _ = markov_pair(vocab_size=8, seed=0)
     >>> counted = CountingModel(target)
     >>> _ = autoregressive_generate(counted, [0], 5, rng=1)

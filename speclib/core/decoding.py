@@ -1,6 +1,6 @@
 """Decoding loops: plain autoregressive sampling and speculative sampling.
 
-Both take models that follow the protocol of :mod:`speclib.models` and an explicit random
+Both take models that follow the protocol of :mod:`speclib.lm.models` and an explicit random
 generator, and both return ``(tokens, stats)`` where ``tokens`` are the new tokens only (the
 prompt is not repeated) and ``stats`` is a :class:`GenerationStats`.
 """
@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from ._validate import as_generator, as_int, as_tokens
+from .._validate import as_generator, as_int, as_tokens
 from .sampling import Verification, sample_token, verify
 
 
@@ -113,7 +113,7 @@ def autoregressive_generate(
     Parameters
     ----------
     model : model
-        Any model following the protocol in :mod:`speclib.models`.
+        Any model following the protocol in :mod:`speclib.lm.models`.
     prompt : array_like of int, shape (n,)
         At least one token to condition on.
     max_new_tokens : int
@@ -127,7 +127,7 @@ def autoregressive_generate(
 
     Examples
     --------
-    >>> from speclib.models import markov_pair
+    >>> from speclib.lm.models import markov_pair
     >>> target, _ = markov_pair(vocab_size=8, seed=0)
     >>> tokens, stats = autoregressive_generate(target, [0], 5, rng=1)
     >>> len(tokens), stats.target_passes
@@ -168,7 +168,7 @@ def speculative_generate(
     Parameters
     ----------
     target, draft : model
-        Models following the protocol in :mod:`speclib.models`, with the same vocabulary.
+        Models following the protocol in :mod:`speclib.lm.models`, with the same vocabulary.
     prompt : array_like of int, shape (n,)
         At least one token.
     max_new_tokens : int
@@ -180,7 +180,7 @@ def speculative_generate(
     bonus : bool, default True
         Passed to :func:`verify`.
     verifier : callable, default :func:`verify`
-        The verification step; :mod:`speclib.broken` supplies faulty ones for the tests.
+        The verification step; :mod:`speclib.book.broken` supplies faulty ones for the tests.
 
     Returns
     -------
@@ -189,7 +189,7 @@ def speculative_generate(
 
     Examples
     --------
-    >>> from speclib.models import markov_pair
+    >>> from speclib.lm.models import markov_pair
     >>> target, draft = markov_pair(vocab_size=8, draft_noise=0.2, seed=0)
     >>> tokens, stats = speculative_generate(target, draft, [0], 20, k=4, rng=1)
     >>> len(tokens), stats.target_passes < 20

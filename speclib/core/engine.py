@@ -1,12 +1,12 @@
 """A vectorized speculative-decoding engine for models whose distributions can be tabulated.
 
-The loop in :mod:`speclib.decoding` is the readable one: a step at a time, a token at a
+The loop in :mod:`speclib.core.decoding` is the readable one: a step at a time, a token at a
 time, the algorithm as the paper states it.  This module runs the *same* algorithm on many
 independent streams at once, with numpy doing the work in bulk, for chapters that need large
 samples (smooth curves, tight confidence intervals, chi-square tests with real power).
 
 It is exact in law: every stream follows the random process of
-:func:`speclib.decoding.speculative_generate` (draft ``k`` tokens, keep each with probability
+:func:`speclib.core.decoding.speculative_generate` (draft ``k`` tokens, keep each with probability
 ``min(1, q(x)/p(x))``, replace the first rejection by a draw from the residual
 ``max(0, q - p)/Z``, add a bonus token when all survive, draft no more than is still needed
 on the last steps).  Only the order in which random numbers are drawn differs, so the two
@@ -15,9 +15,9 @@ engine with the theory, the exact enumerator and the reference loop.
 
 Supported models (target and draft, with the same vocabulary, in any combination):
 
-* :class:`speclib.models.FixedContextModel`: one row; the context never advances.
-* :class:`speclib.models.MarkovModel`: a ``(V, V)`` transition table.
-* :class:`speclib.ngram.NGramModel` of a low order: its ``V ** (order - 1)`` contexts are
+* :class:`speclib.lm.models.FixedContextModel`: one row; the context never advances.
+* :class:`speclib.lm.models.MarkovModel`: a ``(V, V)`` transition table.
+* :class:`speclib.lm.ngram.NGramModel` of a low order: its ``V ** (order - 1)`` contexts are
   tabulated from the model's own rows (at most :data:`MAX_TABLE` entries), and the prompt
   must hold at least ``order - 1`` tokens.
 
@@ -30,7 +30,7 @@ Entry points
 :func:`run_streams`
     ``n_streams`` independent generations of ``n_tokens`` tokens each; returns an
     :class:`EngineResult` with the tokens, one record per speculative step, and
-    :meth:`EngineResult.stats` (a :class:`speclib.decoding.GenerationStats` with the
+    :meth:`EngineResult.stats` (a :class:`speclib.core.decoding.GenerationStats` with the
     reference loop's meanings).
 :func:`run_fixed_steps`
     The article's fixed-context setting reduced to its core: ``n_steps`` independent
@@ -45,7 +45,7 @@ a stream are independent too: the engine draws hundreds of steps per stream at o
 finds with a cumulative sum where each stream's text ends (see :func:`_fixed_streams` for
 why the last, shortened steps may be cut from full ones).  Draws use a guide table per model
 (:class:`_Sampler`), which returns exactly the token that
-:func:`speclib.sampling.sample_token` returns for the same uniform number.
+:func:`speclib.core.sampling.sample_token` returns for the same uniform number.
 """
 
 from __future__ import annotations
@@ -56,12 +56,12 @@ from typing import TYPE_CHECKING, Callable, NamedTuple
 
 import numpy as np
 
-from ._validate import as_distribution, as_generator, as_int, as_tokens
+from .._validate import as_distribution, as_generator, as_int, as_tokens
 from .decoding import GenerationStats
-from .models import FixedContextModel, MarkovModel
+from ..lm.models import FixedContextModel, MarkovModel
 
 if TYPE_CHECKING:
-    from .ngram import NGramModel
+    from ..lm.ngram import NGramModel
 
 __all__ = [
     "EngineResult",
@@ -73,8 +73,8 @@ __all__ = [
     "run_streams",
 ]
 
-SUPPORTED_MODELS = ("speclib.models.FixedContextModel, speclib.models.MarkovModel or "
-                    "speclib.ngram.NGramModel (of a low enough order)")
+SUPPORTED_MODELS = ("speclib.lm.models.FixedContextModel, speclib.lm.models.MarkovModel or "
+                    "speclib.lm.ngram.NGramModel (of a low enough order)")
 
 #: Largest ``n * V`` for which a batch of draws compares whole CDF rows (else binary search).
 _DENSE_DRAW = 1 << 16
@@ -109,7 +109,7 @@ def acceptance_probabilities(p_x: np.ndarray, q_x: np.ndarray) -> np.ndarray:
 def residual_rows(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """``max(0, q - p) / Z`` row by row; a row with ``Z = 0`` (``p == q``) gives ``q`` itself.
 
-    The vectorized form of :func:`speclib.sampling.residual_distribution`.
+    The vectorized form of :func:`speclib.core.sampling.residual_distribution`.
 
     Examples
     --------
@@ -233,7 +233,7 @@ class _Sampler:
     """Inverse-CDF draws from the rows of a table, with a guide table to skip the search.
 
     ``draw(rows, u)`` returns, for each uniform ``u[i]``, the token that
-    :func:`speclib.sampling.sample_token` returns for row ``rows[i]`` and the same uniform:
+    :func:`speclib.core.sampling.sample_token` returns for row ``rows[i]`` and the same uniform:
     the first token whose running sum exceeds ``u * total`` (``V - 1`` if none does).
     Only tokens of positive probability can be that token, so each row keeps just those,
     with their running sums (the same floats: adding 0.0 changes none).  A guide table holds
@@ -368,7 +368,7 @@ def _ngram_table(model, name: str) -> _Table:
         raise ValueError(
             f"{name}: an order-{model.order} n-gram model over {vocab} tokens has {vocab}**{c} contexts; "
             f"their table ({vocab ** c * vocab:,} entries) is more than the engine builds ({MAX_TABLE:,}). "
-            "Use a lower order, or speclib.decoding.speculative_generate"
+            "Use a lower order, or speclib.core.decoding.speculative_generate"
         )
     if c == 0:
         probs = np.asarray(model(np.zeros(1, dtype=np.int64)), dtype=float)
@@ -385,7 +385,7 @@ def _ngram_table(model, name: str) -> _Table:
 
 def _tabulate(model: object, name: str) -> _Table:
     try:
-        from .ngram import NGramModel
+        from ..lm.ngram import NGramModel
     except ImportError:  # pragma: no cover - the n-gram module is optional here
         NGramModel = ()
     if isinstance(model, FixedContextModel):
@@ -397,7 +397,7 @@ def _tabulate(model: object, name: str) -> _Table:
         return _ngram_table(model, name)
     raise TypeError(
         f"{name}: the engine runs tabulated models only ({SUPPORTED_MODELS}), got "
-        f"{type(model).__name__}; use speclib.decoding.speculative_generate for other models"
+        f"{type(model).__name__}; use speclib.core.decoding.speculative_generate for other models"
     )
 
 
@@ -574,7 +574,7 @@ def run_streams(
 ) -> EngineResult:
     """Run ``n_streams`` independent speculative generations of ``n_tokens`` tokens each.
 
-    Every stream follows the law of :func:`speclib.decoding.speculative_generate` with the
+    Every stream follows the law of :func:`speclib.core.decoding.speculative_generate` with the
     same arguments: ``k`` drafts per step (fewer on the last steps, which draft only what is
     still needed), the surplus of the last step dropped, and the same counters.
 
@@ -614,7 +614,7 @@ def run_streams(
 
     Examples
     --------
-    >>> from speclib.models import markov_pair
+    >>> from speclib.lm.models import markov_pair
     >>> target, draft = markov_pair(vocab_size=8, draft_noise=0.2, seed=0)
     >>> result = run_streams(target, draft, k=4, n_streams=1000, n_tokens=20, rng=1)
     >>> result.tokens.shape
@@ -708,8 +708,8 @@ def run_fixed_steps(
 
     Examples
     --------
-    >>> from speclib.models import fixed_pair
-    >>> from speclib.theory import expected_tokens_per_pass
+    >>> from speclib.lm.models import fixed_pair
+    >>> from speclib.core.theory import expected_tokens_per_pass
     >>> target, draft = fixed_pair(draft_noise=0.3)
     >>> steps = run_fixed_steps(draft.dist, target.dist, k=4, n_steps=100_000, rng=0)
     >>> alpha = float(np.minimum(draft.dist, target.dist).sum())

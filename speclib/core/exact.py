@@ -12,7 +12,7 @@ from a statistical claim into an identity that can be checked to 1e-12:
 3. :func:`target_sequence_distribution` is the target's autoregressive distribution over
    the same sequences.  The theorem says the two arrays are equal.
 
-The ``accept``, ``correct`` and ``report`` hooks let :mod:`speclib.broken` describe a
+The ``accept``, ``correct`` and ``report`` hooks let :mod:`speclib.book.broken` describe a
 faulty verifier, so that the same check can be shown to fail.
 """
 
@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from ._validate import as_int, as_tokens
+from .._validate import as_int, as_tokens
 from .decoding import _check_model
 from .sampling import _residual, acceptance_probability
 
@@ -59,13 +59,13 @@ def speculative_block_distribution(
     Parameters
     ----------
     target, draft : model
-        Models following the protocol of :mod:`speclib.models`.
+        Models following the protocol of :mod:`speclib.lm.models`.
     prefix : array_like of int
         The tokens so far (at least one).
     k : int
         Draft length.
     bonus, accept, correct :
-        As in :func:`speclib.sampling.verify`.
+        As in :func:`speclib.core.sampling.verify`.
     report : callable, optional
         Maps the draft row a token was sampled from to the row the verifier is *told*
         about.  The identity for a correct implementation.

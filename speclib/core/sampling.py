@@ -11,7 +11,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ._validate import as_distribution, as_generator, as_tokens
+from .._validate import as_distribution, as_generator, as_tokens
 
 
 def acceptance_rate(p: np.ndarray, q: np.ndarray) -> np.ndarray | float:
@@ -129,7 +129,7 @@ def verify(
         keeps the output exact; it only lowers the tokens per target pass.
     accept, correct : callable, optional
         The acceptance probability ``(p_x, q_x) -> float`` and the correction
-        distribution ``(p, q) -> row``.  Only :mod:`speclib.broken` changes them, to
+        distribution ``(p, q) -> row``.  Only :mod:`speclib.book.broken` changes them, to
         build the faulty verifiers that the exactness tests must catch.
 
     Returns

@@ -1,11 +1,11 @@
 """Statistics for checking the book's claims by sampling: distances, chi-square, intervals.
 
-The exact enumerator (:mod:`speclib.exact`) proves that speculative decoding follows the
+The exact enumerator (:mod:`speclib.core.exact`) proves that speculative decoding follows the
 target on small problems; this module lets a chapter check the same claim the way one
 checks a real decoder, from samples:
 
 * :func:`sequence_counts` draws many short continuations with
-  :func:`speclib.decoding.speculative_generate` and counts each sequence;
+  :func:`speclib.core.decoding.speculative_generate` and counts each sequence;
 * :func:`chi_square_test` compares such counts with the exact probabilities;
 * :func:`mean_confidence_interval` puts a t-interval around a simulated mean, such as the
   tokens emitted per target pass;
@@ -19,7 +19,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 from scipy import stats as _scipy_stats
 
-from ._validate import as_distribution, as_generator, as_int, as_real, as_tokens
+from .._validate import as_distribution, as_generator, as_int, as_real, as_tokens
 from .decoding import _check_model, speculative_generate
 from .exact import MAX_SEQUENCES
 from .sampling import Verification, verify
@@ -148,27 +148,27 @@ def sequence_counts(
 ) -> np.ndarray:
     """Count the continuations that speculative decoding samples after ``prefix``.
 
-    Runs :func:`speclib.decoding.speculative_generate` ``n_samples`` times, each time for
+    Runs :func:`speclib.core.decoding.speculative_generate` ``n_samples`` times, each time for
     ``length`` new tokens, and counts how often each sequence came out.  The result has the
-    shape of :func:`speclib.exact.target_sequence_distribution`, so the two can go straight
+    shape of :func:`speclib.core.exact.target_sequence_distribution`, so the two can go straight
     into :func:`chi_square_test`.
 
     Parameters
     ----------
     target, draft : model
-        Models following the protocol of :mod:`speclib.models`.
+        Models following the protocol of :mod:`speclib.lm.models`.
     prefix : array_like of int
         The prompt (at least one token).
     length : int
-        Tokens per sample (``V ** length`` may not exceed ``speclib.exact.MAX_SEQUENCES``).
+        Tokens per sample (``V ** length`` may not exceed ``speclib.core.exact.MAX_SEQUENCES``).
     k : int
         Draft length.
     n_samples : int
         Number of independent samples.
     rng : numpy.random.Generator or int
     bonus, verifier :
-        Passed to :func:`speclib.decoding.speculative_generate`; ``verifier`` can be a
-        faulty one from :mod:`speclib.broken`.
+        Passed to :func:`speclib.core.decoding.speculative_generate`; ``verifier`` can be a
+        faulty one from :mod:`speclib.book.broken`.
 
     Returns
     -------
@@ -176,7 +176,7 @@ def sequence_counts(
 
     Examples
     --------
-    >>> from speclib.models import markov_pair
+    >>> from speclib.lm.models import markov_pair
     >>> target, draft = markov_pair(vocab_size=3, draft_noise=0.5, seed=0)
     >>> counts = sequence_counts(target, draft, [0], 2, k=2, n_samples=100, rng=0)
     >>> counts.shape, int(counts.sum())

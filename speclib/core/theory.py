@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import as_int, as_probability_array, as_real
+from .._validate import as_int, as_probability_array, as_real
 
 
 def _scalar_or_array(x: np.ndarray) -> float | np.ndarray:

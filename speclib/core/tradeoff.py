@@ -1,6 +1,6 @@
 """When speculation pays: speed-up against draft length, and the break-even lines.
 
-Under the cost model of :func:`speclib.theory.walltime_speedup` (a draft pass costs ``c``
+Under the cost model of :func:`speclib.core.theory.walltime_speedup` (a draft pass costs ``c``
 target passes, a target pass over ``k + 1`` positions costs one), a step with ``k`` drafts
 costs ``1 + k c`` and emits ``1 + alpha + ... + alpha**k`` tokens on average.  So
 
@@ -20,12 +20,12 @@ import math
 import numpy as np
 from scipy.optimize import brentq
 
-from ._validate import as_int, as_probability_array, as_real
+from .._validate import as_int, as_probability_array, as_real
 from .theory import expected_tokens_per_pass, walltime_speedup
 
 
 def optimal_k_grid(alphas: np.ndarray, costs: np.ndarray, k_max: int = 64) -> np.ndarray:
-    """:func:`speclib.theory.optimal_k` for every pair of a grid of ``alphas`` and ``costs``.
+    """:func:`speclib.core.theory.optimal_k` for every pair of a grid of ``alphas`` and ``costs``.
 
     Same rule (the draft length in ``1 .. k_max`` with the largest speed-up, ties to the
     shorter one, 0 when none beats plain decoding), computed for whole rows at once so that a
@@ -67,7 +67,7 @@ def optimal_k_grid(alphas: np.ndarray, costs: np.ndarray, k_max: int = 64) -> np
 def speedup_curve(alpha: float, c: float, k_max: int) -> np.ndarray:
     """Wall-clock speed-up for every draft length ``k = 0, 1, ..., k_max``.
 
-    Entry ``k`` is :func:`speclib.theory.walltime_speedup` ``(alpha, k, c)``; entry 0 is
+    Entry ``k`` is :func:`speclib.core.theory.walltime_speedup` ``(alpha, k, c)``; entry 0 is
     plain decoding (1.0).
 
     Examples

@@ -29,7 +29,7 @@ A lossy variant (the output drifts from the target, by an amount measured here):
 Every sampler has an exact counterpart that lists each outcome of one step with its
 probability (the ``*_block_distribution`` functions); :func:`sequence_distribution` completes
 those blocks with the target, for comparison with
-:func:`speclib.exact.target_sequence_distribution`.  The tests tie each sampler to its
+:func:`speclib.core.exact.target_sequence_distribution`.  The tests tie each sampler to its
 enumeration, and each exact variant to the target, with a faulty version as negative control.
 """
 
@@ -41,7 +41,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from ._validate import as_distribution, as_generator, as_int, as_real, as_tokens
+from .._validate import as_distribution, as_generator, as_int, as_real, as_tokens
 from .decoding import GenerationStats, _check_model, _last_rows
 from .exact import _check_sizes, target_sequence_distribution
 from .sampling import Verification, _residual, sample_token, verify
@@ -160,7 +160,7 @@ def lookup_generate(
 
     Examples
     --------
-    >>> from speclib.models import markov_pair
+    >>> from speclib.lm.models import markov_pair
     >>> target, _ = markov_pair(vocab_size=4, seed=0)
     >>> tokens, stats = lookup_generate(target, [0, 1, 2, 3, 0, 1], 10, k=3, rng=0)
     >>> len(tokens), stats.draft_passes
@@ -371,7 +371,7 @@ def multi_draft_generate(
 
     Examples
     --------
-    >>> from speclib.models import markov_pair
+    >>> from speclib.lm.models import markov_pair
     >>> target, draft = markov_pair(vocab_size=8, draft_noise=0.5, seed=0)
     >>> tokens, stats = multi_draft_generate(target, draft, [0], 20, k=2, m=3, rng=1)
     >>> len(tokens), stats.draft_passes <= 3 * 2 * stats.target_passes  # the last step may draft less
@@ -478,9 +478,9 @@ def typical_verify(draft_tokens, p_draft, q_target, rng, *, epsilon: float, delt
 
     Lossy: the kept drafts follow the draft, filtered, not the target.  At the first failure a
     token is drawn from ``q`` (not from a residual) and the step ends; all kept: a bonus
-    token.  The signature matches :func:`speclib.sampling.verify`, so
+    token.  The signature matches :func:`speclib.core.sampling.verify`, so
     ``functools.partial(typical_verify, epsilon=..., delta=...)`` can be passed as
-    ``verifier`` to :func:`speclib.decoding.speculative_generate`.
+    ``verifier`` to :func:`speclib.core.decoding.speculative_generate`.
     """
     epsilon, delta = _check_typical(epsilon, delta)
     q_target = np.asarray(q_target, dtype=float)
@@ -555,7 +555,7 @@ def text_acceptance(target: Callable, draft: Callable, tokens: np.ndarray, start
 
     Examples
     --------
-    >>> from speclib.models import markov_pair
+    >>> from speclib.lm.models import markov_pair
     >>> target, draft = markov_pair(vocab_size=4, draft_noise=0.0, seed=0)
     >>> text_acceptance(target, draft, [0, 1, 2, 3], start=1)
     1.0
@@ -602,7 +602,7 @@ def exact_match_verify(draft_tokens, p_draft, q_target, rng, *, bonus: bool = Tr
     The emitted token is ``y`` in both cases, a draw from ``q``, so the output is exact
     whatever the draft.  A draft survives with probability ``q(x)``, on average
     ``sum_x p(x) q(x)`` (:func:`match_acceptance`).  Same signature as
-    :func:`speclib.sampling.verify` (``p_draft`` is not needed).
+    :func:`speclib.core.sampling.verify` (``p_draft`` is not needed).
     """
     q_target = np.asarray(q_target, dtype=float)
     draft_tokens = np.asarray(draft_tokens)
@@ -801,7 +801,7 @@ def block_length_cdf(alpha: float, k: int) -> np.ndarray:
 def expected_block_extremes(alpha: float, k: int, batch_size: int) -> tuple[float, float, float]:
     """``(E[n], E[min of B], E[max of B])`` for ``B`` independent blocks under acceptance ``alpha``.
 
-    ``E[n]`` is :func:`speclib.theory.expected_tokens_per_pass`.  In a batch that pads, a
+    ``E[n]`` is :func:`speclib.core.theory.expected_tokens_per_pass`.  In a batch that pads, a
     step pays for ``B * E[max]`` slots and keeps ``B * E[n]`` tokens; in a batch that
     truncates, every sequence keeps ``E[min]`` tokens per pass.
 
@@ -963,7 +963,7 @@ def cached_speculative_generate(
     cache one drafted token at a time, the target extends its cache by the whole block (one
     pass), and after verification both caches are cut back to ``keep(prefix_length,
     n_accepted)`` positions; the next step reads the correction or bonus token first.  With
-    the same seed the tokens equal those of :func:`speclib.decoding.speculative_generate`.
+    the same seed the tokens equal those of :func:`speclib.core.decoding.speculative_generate`.
 
     Parameters
     ----------

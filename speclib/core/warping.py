@@ -14,7 +14,7 @@ row first:
 
 They are applied in that order, as Hugging Face transformers does.  A warp is a fixed
 function of the row, so a warped model is just another model: :func:`warp` wraps one and
-follows the protocol of :mod:`speclib.models`.  Speculative decoding with a warped target
+follows the protocol of :mod:`speclib.lm.models`.  Speculative decoding with a warped target
 and a warped draft is therefore exact *for the warped target*, which is what a user asking
 for ``temperature=0.7`` wants.  At temperature 0 verification reduces to an exact-match
 test; :func:`greedy_speculative_generate` writes that rule out, and its output equals
@@ -32,7 +32,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ._validate import as_distribution, as_int, as_real, as_tokens
+from .._validate import as_distribution, as_int, as_real, as_tokens
 from .decoding import GenerationStats, _check_model, _last_rows, speculative_generate
 from .exact import speculative_sequence_distribution, target_sequence_distribution
 from .sampling import acceptance_rate
@@ -148,7 +148,7 @@ def _warp(rows: np.ndarray, temperature: float, top_k: int | None, top_p: float 
 class WarpedModel:
     """A model whose rows are another model's rows after :func:`warp_distribution`.
 
-    Follows the protocol of :mod:`speclib.models`; build it with :func:`warp`.
+    Follows the protocol of :mod:`speclib.lm.models`; build it with :func:`warp`.
     """
 
     def __init__(self, model: Callable, temperature: float = 1.0, top_k: int | None = None,
@@ -174,7 +174,7 @@ def warp(model: Callable, temperature: float = 1.0, top_k: int | None = None,
     Parameters
     ----------
     model : model
-        Any model following the protocol of :mod:`speclib.models`.
+        Any model following the protocol of :mod:`speclib.lm.models`.
     temperature, top_k, top_p :
         As in :func:`warp_distribution`.
 
@@ -185,7 +185,7 @@ def warp(model: Callable, temperature: float = 1.0, top_k: int | None = None,
 
     Examples
     --------
-    >>> from speclib.models import markov_pair
+    >>> from speclib.lm.models import markov_pair
     >>> target, _ = markov_pair(vocab_size=4, seed=0)
     >>> greedy_target = warp(target, temperature=0)
     >>> greedy_target([0, 1]).sum(axis=1)
@@ -204,7 +204,7 @@ def greedy_generate(model: Callable, prompt: np.ndarray, max_new_tokens: int) ->
     Parameters
     ----------
     model : model
-        Any model following the protocol of :mod:`speclib.models`.
+        Any model following the protocol of :mod:`speclib.lm.models`.
     prompt : array_like of int, shape (n,)
         At least one token.
     max_new_tokens : int
@@ -217,7 +217,7 @@ def greedy_generate(model: Callable, prompt: np.ndarray, max_new_tokens: int) ->
 
     Examples
     --------
-    >>> from speclib.models import MarkovModel
+    >>> from speclib.lm.models import MarkovModel
     >>> model = MarkovModel([[0.1, 0.9], [0.8, 0.2]])
     >>> greedy_generate(model, [0], 4)[0]
     array([1, 0, 1, 0])
@@ -246,7 +246,7 @@ def greedy_speculative_generate(
     The draft proposes its ``k`` greedy tokens; one target pass gives the target's greedy
     choice at every drafted position; drafts are kept while they *equal* the target's
     choice, the first mismatch is replaced by the target's choice, and if all ``k`` match
-    the target's next choice comes free.  This is :func:`speclib.sampling.verify` applied
+    the target's next choice comes free.  This is :func:`speclib.core.sampling.verify` applied
     to one-hot rows (``min(1, q(x)/p(x))`` is 1 on a match and 0 otherwise; the residual is
     the target's one-hot row), written without randomness.  The output equals
     :func:`greedy_generate` on the target, token for token.
@@ -254,7 +254,7 @@ def greedy_speculative_generate(
     Parameters
     ----------
     target, draft : model
-        Models following the protocol of :mod:`speclib.models`, with the same vocabulary.
+        Models following the protocol of :mod:`speclib.lm.models`, with the same vocabulary.
     prompt : array_like of int, shape (n,)
         At least one token.
     max_new_tokens : int
@@ -269,7 +269,7 @@ def greedy_speculative_generate(
 
     Examples
     --------
-    >>> from speclib.models import markov_pair
+    >>> from speclib.lm.models import markov_pair
     >>> target, draft = markov_pair(vocab_size=8, draft_noise=0.5, seed=0)
     >>> spec, stats = greedy_speculative_generate(target, draft, [0], 30, k=4)
     >>> bool((spec == greedy_generate(target, [0], 30)[0]).all()), stats.target_passes < 30
@@ -322,7 +322,7 @@ def control_placement_errors(
 
     The user asked for ``warp(target, temperature, top_k, top_p)``.  For each entry of
     :data:`PLACEMENTS` (controls on both models, on the target only, on the draft only)
-    this enumerates the first speculative step exactly (:mod:`speclib.exact`) and returns
+    this enumerates the first speculative step exactly (:mod:`speclib.core.exact`) and returns
     the largest gap, over all ``V ** (k + 1)`` continuations of ``prompt``, between the
     probability speculative decoding gives a sequence and the probability the controlled
     target gives it.  Rounding error (about 1e-16) means exact.
@@ -330,7 +330,7 @@ def control_placement_errors(
     Parameters
     ----------
     target, draft : model
-        Models following the protocol of :mod:`speclib.models`, with the same (small) vocabulary.
+        Models following the protocol of :mod:`speclib.lm.models`, with the same (small) vocabulary.
     prompt : array_like of int
         At least one token.
     k : int
@@ -344,7 +344,7 @@ def control_placement_errors(
 
     Examples
     --------
-    >>> from speclib.models import markov_pair
+    >>> from speclib.lm.models import markov_pair
     >>> target, draft = markov_pair(vocab_size=3, draft_noise=0.6, seed=5)
     >>> errors = control_placement_errors(target, draft, [0], 2, temperature=0.5)
     >>> errors["both models"] < 1e-12, errors["target only"] < 1e-12, errors["draft only"] > 0.1
@@ -380,7 +380,7 @@ def mean_acceptance_rate(
     Parameters
     ----------
     target, draft : model
-        Models following the protocol of :mod:`speclib.models`, with the same vocabulary.
+        Models following the protocol of :mod:`speclib.lm.models`, with the same vocabulary.
     tokens : array_like of int, shape (n,)
         The text whose ``n`` prefixes are the contexts (at least one token).
     temperature, top_k, top_p :
@@ -394,7 +394,7 @@ def mean_acceptance_rate(
 
     Examples
     --------
-    >>> from speclib.models import MarkovModel
+    >>> from speclib.lm.models import MarkovModel
     >>> target = MarkovModel([[0.6, 0.4], [0.3, 0.7]])
     >>> draft = MarkovModel([[0.4, 0.6], [0.3, 0.7]])
     >>> mean_acceptance_rate(target, draft, [0, 1])            # (0.8 + 1.0) / 2
@@ -431,7 +431,7 @@ def greedy_agreement(
 
     For every prompt and every draft length in ``ks``, two speculative decoders run:
     :func:`greedy_speculative_generate` (the exact-match rule, no randomness) and
-    :func:`speclib.decoding.speculative_generate` on both models warped to temperature 0
+    :func:`speclib.core.decoding.speculative_generate` on both models warped to temperature 0
     (the ordinary sampler, with the prompt's index as its seed).  Each is compared, token for
     token, with :func:`greedy_generate` on the target.
 
@@ -441,7 +441,7 @@ def greedy_agreement(
 
     Examples
     --------
-    >>> from speclib.models import markov_pair
+    >>> from speclib.lm.models import markov_pair
     >>> target, draft = markov_pair(vocab_size=6, draft_noise=0.7, seed=1)
     >>> result = greedy_agreement(target, draft, [[0], [3]], 20, ks=(1, 3))
     >>> result.runs, result.identical

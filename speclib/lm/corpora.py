@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validate import as_real, as_tokens
+from .._validate import as_real, as_tokens
 
 #: The two text domains.
 DOMAINS = ("prose", "code")

@@ -15,7 +15,7 @@ number of most recent tokens it reads (``None`` or absent: it may read them all)
 loops then pass only a recent window of the sequence, which changes no probability and saves
 work on long generations.
 
-That is the whole interface: the decoding loops in :mod:`speclib.decoding` need nothing
+That is the whole interface: the decoding loops in :mod:`speclib.core.decoding` need nothing
 else.  One target call on ``prefix + k drafts`` scores all ``k + 1`` positions at once, which
 is the pass that speculative decoding gets for free.
 """
@@ -26,7 +26,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ._validate import as_distribution, as_generator, as_int, as_real, as_tokens
+from .._validate import as_distribution, as_generator, as_int, as_real, as_tokens
 
 
 @runtime_checkable

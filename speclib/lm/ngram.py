@@ -19,7 +19,7 @@ many different contexts a string continues (Kneser and Ney's *continuation count
 and twice.  Every probability is positive and every row sums to 1.
 
 Training is a handful of sorts over integer keys: seconds for a megabyte of text.  The
-model follows the protocol of :mod:`speclib.models` with ``context_length = order - 1``,
+model follows the protocol of :mod:`speclib.lm.models` with ``context_length = order - 1``,
 and caches the rows it has computed, so decoding loops that ask for the same contexts
 again cost a dictionary look-up.
 """
@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validate import as_int, as_real, as_tokens
+from .._validate import as_int, as_real, as_tokens
 from .corpora import load_corpus, shared_vocabulary
 
 #: Discounts are kept inside this range so that every order passes mass to the next.
@@ -109,7 +109,7 @@ class NGramModel:
     Parameters
     ----------
     tokens : array_like of int, shape (N,)
-        The training text as token ids (see :class:`speclib.corpora.Vocabulary`).
+        The training text as token ids (see :class:`speclib.lm.corpora.Vocabulary`).
     order : int
         ``n``: the model reads the last ``n - 1`` tokens.  1 is a smoothed unigram model.
     vocab_size : int, default 97
@@ -125,7 +125,7 @@ class NGramModel:
 
     Examples
     --------
-    >>> from speclib.corpora import shared_vocabulary
+    >>> from speclib.lm.corpora import shared_vocabulary
     >>> vocab = shared_vocabulary()
     >>> model = NGramModel(vocab.encode("abracadabra " * 20), order=3)
     >>> probs = model(vocab.encode("abr"))
@@ -381,7 +381,7 @@ class NGramModel:
 
         Examples
         --------
-        >>> from speclib.corpora import shared_vocabulary
+        >>> from speclib.lm.corpora import shared_vocabulary
         >>> vocab = shared_vocabulary()
         >>> model = NGramModel(vocab.encode("abab" * 50), order=2)
         >>> bool(model.cross_entropy(vocab.encode("abababab")) < 0.1)
@@ -421,7 +421,7 @@ def ngram_pair(domain: str, draft_order: int = 3, target_order: int = 7) -> tupl
     """A ``(target, draft)`` pair of n-gram models trained on the same text.
 
     The target reads more context than the draft; both share the vocabulary of
-    :func:`speclib.corpora.shared_vocabulary`.  Order as in :func:`speclib.models.markov_pair`.
+    :func:`speclib.lm.corpora.shared_vocabulary`.  Order as in :func:`speclib.lm.models.markov_pair`.
 
     Examples
     --------

@@ -1,7 +1,7 @@
 """A decoder-only transformer in numpy, with a key/value cache that can be rolled back.
 
 This is the "real model" of the book: a GPT-style character model whose inference needs
-nothing but numpy.  It follows the model protocol of :mod:`speclib.models` (``model(tokens)
+nothing but numpy.  It follows the model protocol of :mod:`speclib.lm.models` (``model(tokens)
 -> probs`` of shape ``(n, V)``), so every decoding loop in speclib can use it, and it adds
 the incremental path that makes speculative decoding pay off on a real machine:
 
@@ -10,7 +10,7 @@ the incremental path that makes speculative decoding pay off on a real machine:
   ``k + 1`` tokens to verify a draft), and :meth:`KVCache.rollback` forgets the tokens after
   a rejection, so that the next step continues from the accepted prefix.
 * :func:`cached_autoregressive_generate` and :func:`cached_speculative_generate` are the
-  loops of :mod:`speclib.decoding` rewritten on top of the cache; they draw their random
+  loops of :mod:`speclib.core.decoding` rewritten on top of the cache; they draw their random
   numbers in the same order, so with the same seed they return the same tokens.
 
 Architecture (pre-layer-norm GPT): token and learned position embeddings; ``n_layers``
@@ -40,12 +40,12 @@ from typing import Callable
 
 import numpy as np
 
-from ._validate import as_generator, as_int, as_real, as_tokens
-from .decoding import GenerationStats
-from .sampling import sample_token, verify
+from .._validate import as_generator, as_int, as_real, as_tokens
+from ..core.decoding import GenerationStats
+from ..core.sampling import sample_token, verify
 
 #: Where the shipped weights live.
-DATA_DIR = Path(__file__).parent / "data"
+DATA_DIR = Path(__file__).parent.parent / "data"
 
 #: Layer norm epsilon (PyTorch's default, so the training framework and numpy agree).
 LN_EPS = 1e-5
@@ -195,7 +195,7 @@ def _softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
 
 
 class Transformer:
-    """A decoder-only transformer following the model protocol of :mod:`speclib.models`.
+    """A decoder-only transformer following the model protocol of :mod:`speclib.lm.models`.
 
     ``model(tokens)`` returns the next-token distributions at every position (float64, rows
     summing to 1) at the model's ``temperature``; :meth:`logits` returns the raw float32
@@ -471,7 +471,7 @@ def load_transformer(path: str | Path) -> Transformer:
 def load_pair(temperature: float = 1.0) -> tuple[Transformer, Transformer]:
     """The book's trained (target, draft) pair of character models, from ``speclib/data``.
 
-    Both read the shared 97-symbol vocabulary of :mod:`speclib.corpora` and were trained on
+    Both read the shared 97-symbol vocabulary of :mod:`speclib.lm.corpora` and were trained on
     both domains (prose and code) by ``training/train_transformer.py``.
 
     Examples
@@ -487,7 +487,7 @@ def load_pair(temperature: float = 1.0) -> tuple[Transformer, Transformer]:
     chars = shared_vocabulary().chars
     for role, model in zip(("target", "draft"), pair):
         if model.vocabulary != chars:
-            raise ValueError(f"the shipped {role} model was trained with another vocabulary than speclib.corpora's")
+            raise ValueError(f"the shipped {role} model was trained with another vocabulary than speclib.lm.corpora's")
     return pair
 
 
@@ -525,7 +525,7 @@ def heldout_cross_entropy(model: Transformer, ids: np.ndarray) -> float:
 
 def _check_transformer(model: object, name: str) -> Transformer:
     if not isinstance(model, Transformer):
-        raise TypeError(f"{name}: expected a speclib.transformer.Transformer, got {type(model).__name__}")
+        raise TypeError(f"{name}: expected a speclib.lm.transformer.Transformer, got {type(model).__name__}")
     return model
 
 
@@ -542,7 +542,7 @@ def _feed(cache: KVCache, tokens: np.ndarray, timings: dict | None, key: str) ->
 def cached_autoregressive_generate(model: Transformer, prompt: np.ndarray, max_new_tokens: int,
                                    rng: np.random.Generator | int,
                                    timings: dict | None = None) -> tuple[np.ndarray, GenerationStats]:
-    """:func:`speclib.decoding.autoregressive_generate` with a key/value cache.
+    """:func:`speclib.core.decoding.autoregressive_generate` with a key/value cache.
 
     Each step feeds only the newest token.  Random numbers are drawn in the same order as
     the uncached loop, so the same seed gives the same tokens.  If ``timings`` is a dict,
@@ -574,7 +574,7 @@ def cached_autoregressive_generate(model: Transformer, prompt: np.ndarray, max_n
 def cached_speculative_generate(target: Transformer, draft: Transformer, prompt: np.ndarray,
                                 max_new_tokens: int, k: int, rng: np.random.Generator | int,
                                 *, bonus: bool = True, timings: dict | None = None) -> tuple[np.ndarray, GenerationStats]:
-    """:func:`speclib.decoding.speculative_generate` with a key/value cache per model.
+    """:func:`speclib.core.decoding.speculative_generate` with a key/value cache per model.
 
     Both caches hold every token but the last one of the sequence.  A step feeds the draft
     its missing tokens and then each draft token in turn (``k`` draft passes), feeds the
@@ -725,14 +725,14 @@ def time_pass(model: Transformer, n_tokens: int, prefix_length: int = 64, reps: 
 
 def pass_times(model: Transformer, n_tokens: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 9), repeats: int = 20,
                prefix_length: int = 64, seed: int = 0):
-    """Time cached passes of ``model`` over each number of new tokens, as a :class:`speclib.cost.PassTimes`.
+    """Time cached passes of ``model`` over each number of new tokens, as a :class:`speclib.core.cost.PassTimes`.
 
     Like :func:`time_pass`, after a prefix of ``prefix_length`` random tokens; each repeat
     times every token count once in a fresh random order (so a slow spell of the machine
     hits all counts alike), on one BLAS thread.  The result plugs into
-    :func:`speclib.cost.fit_pass_cost` and :func:`speclib.plots.plot_pass_times`.
+    :func:`speclib.core.cost.fit_pass_cost` and :func:`speclib.book.plots.plot_pass_times`.
     """
-    from .cost import PassTimes
+    from ..core.cost import PassTimes
 
     model = _check_transformer(model, "model")
     counts = sorted({as_int(n, "n_tokens", minimum=1) for n in n_tokens})
@@ -765,14 +765,14 @@ def speedup_with_costs(alpha: float, k: int, c: float, verify_ratio: float) -> f
     ``(1 - alpha**(k+1)) / (1 - alpha) / (k c + verify_ratio)``: the expected tokens per step
     divided by the cost of a step, in units of one single-token target pass.  ``verify_ratio``
     is the measured cost of a target pass over ``k + 1`` tokens relative to one token; with
-    ``verify_ratio = 1`` this is :func:`speclib.theory.walltime_speedup`.
+    ``verify_ratio = 1`` this is :func:`speclib.core.theory.walltime_speedup`.
 
     Examples
     --------
     >>> round(speedup_with_costs(0.8, 3, 0.05, verify_ratio=1.5), 3)
     1.789
     """
-    from .theory import expected_tokens_per_pass
+    from ..core.theory import expected_tokens_per_pass
 
     c = as_real(c, "c", low=0.0)
     verify_ratio = as_real(verify_ratio, "verify_ratio", low=0.0)

@@ -1,0 +1,386 @@
+"""dev.py's set-up: each way an environment breaks is named in one line and repaired where it can be.
+
+The environments here are real virtual environments (made without pip, in a fraction of a second)
+whose site-packages extend the running interpreter's, so the health check runs for real; only
+pip is faked: "installing" writes the tiny fake packages the test requirement files pin.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.skipif(os.name == "nt", reason="the fake environments are POSIX virtual environments")
+
+_spec = importlib.util.spec_from_file_location("dev", ROOT / "dev.py")
+dev = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(dev)
+REAL_PIP_INSTALL = dev.pip_install
+
+PLUGIN = "devtest_plugin"  # a test plugin the fake requirements pin, as nbval is pinned
+REQUIREMENTS = "devtest-plugin==1.0\n-e .\n"
+
+
+def site_packages(venv_dir: Path) -> Path:
+    return venv_dir / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+
+
+def fake_create(venv_dir: Path) -> None:
+    """A real, pip-less environment that sees the running interpreter's packages (pip included)."""
+    venv.EnvBuilder(with_pip=False, symlinks=True, clear=True).create(venv_dir)
+    outer = sysconfig.get_paths()["purelib"]
+    (site_packages(venv_dir) / "outer.pth").write_text(f"import site; site.addsitedir({outer!r})\n")
+
+
+def fake_install(venv_dir: Path, package: str, version: str) -> None:
+    site = site_packages(venv_dir)
+    info = site / f"{package.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n")
+    (site / f"{package.replace('-', '_')}.py").write_text("")
+
+
+class Tree(type(Path())):
+    """A path that also carries the record of the fake set-up calls."""
+
+
+class Calls:
+    def __init__(self):
+        self.create, self.pip = [], []
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    """A tree whose speclib is this repository's (a link) with a fake requirements.txt."""
+    root = Tree(tmp_path / "tree")
+    root.mkdir()
+    (root / "speclib").symlink_to(ROOT / "speclib")
+    (root / "requirements.txt").write_text(REQUIREMENTS)
+    calls = Calls()
+
+    def create(venv_dir):
+        calls.create.append(venv_dir)
+        fake_create(venv_dir)
+
+    def pip_install(python, where, files):
+        calls.pip.append(list(files))
+        for name in files:
+            for package, version in dev.read_pins(where / name).items():
+                fake_install(where / ".venv", package, version)
+
+    monkeypatch.setattr(dev, "create_venv", create)
+    monkeypatch.setattr(dev, "pip_install", pip_install)
+    monkeypatch.setattr(dev, "TEST_PLUGINS", ("pytest", PLUGIN))
+    root.calls = calls
+    return root
+
+
+def ready(tree):
+    """Set the tree up once and forget the calls that took."""
+    python = dev.setup("test", tree)
+    tree.calls.create.clear()
+    tree.calls.pip.clear()
+    return python
+
+
+def messages(capsys):
+    return [line for line in capsys.readouterr().out.splitlines() if line.startswith("dev.py:")]
+
+
+def test_first_use_creates_installs_and_stamps(tree):
+    python = dev.setup("test", tree)
+    assert python == tree / ".venv" / "bin" / "python" and python.exists()
+    assert tree.calls.create == [tree / ".venv"] and tree.calls.pip == [["requirements.txt"]]
+    stamp = json.loads((tree / ".venv" / dev.STAMP_NAME).read_text())
+    assert set(stamp) == {"requirements.txt"}
+
+
+def test_a_healthy_environment_with_a_valid_stamp_is_left_alone(tree, capsys):
+    ready(tree)
+    assert dev.setup("test", tree) == tree / ".venv" / "bin" / "python"
+    assert tree.calls.create == [] and tree.calls.pip == []
+    assert messages(capsys) == []
+
+
+def test_a_changed_requirements_file_is_installed_again(tree, capsys):
+    ready(tree)
+    (tree / "requirements.txt").write_text(REQUIREMENTS + "devtest-more==2.0\n")
+    dev.setup("test", tree)
+    assert tree.calls.pip == [["requirements.txt"]] and tree.calls.create == []
+    assert "requirements.txt changed" in messages(capsys)[-1]
+    assert dev.setup("test", tree) and tree.calls.pip == [["requirements.txt"]]  # once only
+
+
+def test_the_older_stamp_format_is_still_read(tree):
+    ready(tree)
+    digest = dev.digests(tree, ["requirements.txt"])["requirements.txt"]
+    (tree / ".venv" / dev.STAMP_NAME).write_text(digest)
+    dev.setup("test", tree)
+    assert tree.calls.pip == []
+
+
+def test_the_test_command_installs_the_extras_too_and_the_stamp_covers_both(tree):
+    (tree / "requirements-hf.txt").write_text("devtest-torch==2.13.0\n")
+    dev.setup("book", tree)
+    assert tree.calls.pip == [["requirements.txt"]]  # the book needs requirements.txt only
+    dev.setup("test", tree)
+    assert tree.calls.pip[-1] == ["requirements.txt", "requirements-hf.txt"]  # one pip run, one resolver
+    stamp = json.loads((tree / ".venv" / dev.STAMP_NAME).read_text())
+    assert set(stamp) == {"requirements.txt", "requirements-hf.txt"}
+    tree.calls.pip.clear()
+    dev.setup("test", tree)
+    dev.setup("book", tree)
+    assert tree.calls.pip == []
+    (tree / "requirements-hf.txt").write_text("devtest-torch==2.13.0\ndevtest-transformers==5.0\n")
+    dev.setup("book", tree)
+    assert tree.calls.pip == []  # the book does not need the extras
+    dev.setup("test", tree)
+    assert tree.calls.pip == [["requirements.txt", "requirements-hf.txt"]]
+
+
+def test_without_the_extras_file_the_test_command_installs_requirements_only(tree):
+    dev.setup("test", tree)
+    assert tree.calls.pip == [["requirements.txt"]]
+
+
+def test_a_local_version_label_satisfies_a_pin(tree):
+    """``torch==2.13.0`` is satisfied by the CPU wheel, version 2.13.0+cpu, as pip sees it."""
+    (tree / "requirements-hf.txt").write_text("devtest-torch==2.13.0\n")
+    ready(tree)
+    venv_dir = tree / ".venv"
+    for info in site_packages(venv_dir).glob("devtest_torch-*.dist-info"):
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: devtest-torch\nVersion: 2.13.0+cpu\n")
+    dev.setup("test", tree)
+    assert tree.calls.pip == []
+    for info in site_packages(venv_dir).glob("devtest_torch-*.dist-info"):
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: devtest-torch\nVersion: 2.14.0+cpu\n")
+    assert dev.probe(venv_dir / "bin" / "python", tree, ["requirements.txt", "requirements-hf.txt"], ()) == [
+        "devtest-torch 2.14.0+cpu is installed where requirements-hf.txt pins 2.13.0"]
+
+
+def test_a_removed_test_plugin_is_found_despite_a_valid_stamp(tree, capsys):
+    ready(tree)
+    (site_packages(tree / ".venv") / f"{PLUGIN}.py").unlink()  # the package's files gone, its metadata left
+    dev.setup("test", tree)
+    assert messages(capsys) == [f"dev.py: the module {PLUGIN} cannot be imported: reinstalling"]
+    assert tree.calls.pip == [["requirements.txt"]] and tree.calls.create == []
+    assert dev.setup("test", tree) and len(tree.calls.pip) == 1
+
+
+def test_an_uninstalled_package_is_found_despite_a_valid_stamp(tree, capsys):
+    ready(tree)
+    for path in site_packages(tree / ".venv").glob("devtest_plugin*"):
+        if path.is_dir():
+            (path / "METADATA").unlink()
+            path.rmdir()
+    dev.setup("test", tree)
+    assert messages(capsys)[0] == "dev.py: devtest-plugin is not installed: reinstalling"
+    assert tree.calls.pip == [["requirements.txt"]]
+
+
+def test_a_package_at_another_version_is_found(tree, capsys):
+    ready(tree)
+    info = next(site_packages(tree / ".venv").glob("devtest_plugin-*.dist-info"))
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: devtest-plugin\nVersion: 0.9\n")
+    dev.setup("book", tree)
+    assert messages(capsys) == ["dev.py: devtest-plugin 0.9 is installed where requirements.txt pins 1.0: "
+                                "reinstalling"]
+
+
+def test_speclib_from_another_tree_is_found_and_reinstalled(tree, capsys, monkeypatch):
+    """A copied clone whose environment still imports the original's speclib."""
+    ready(tree)
+    (tree / "speclib").unlink()
+    (tree / "speclib").mkdir()
+    (tree / "speclib" / "__init__.py").write_text("")
+    real_install = dev.pip_install
+
+    def editable_install(python, where, files):  # pip install -e . points speclib at this tree
+        real_install(python, where, files)
+        (site_packages(where / ".venv") / "aa_editable.pth").write_text(str(where) + "\n")
+
+    monkeypatch.setattr(dev, "pip_install", editable_install)
+    dev.setup("test", tree)
+    said = messages(capsys)
+    assert len(said) == 1 and said[0].startswith("dev.py: speclib is imported from ")
+    assert str((ROOT / "speclib").resolve()) in said[0] and str(tree / "speclib") in said[0]
+    assert tree.calls.pip == [["requirements.txt"]]
+    assert dev.probe(tree / ".venv" / "bin" / "python", tree, ["requirements.txt"], ()) == []
+
+
+def test_a_dangling_interpreter_link_recreates_the_environment(tree, capsys):
+    ready(tree)
+    python = tree / ".venv" / "bin" / "python"
+    python.unlink()
+    python.symlink_to(tree / "removed-python3.9")
+    assert dev.setup("test", tree) == python
+    said = messages(capsys)
+    assert "removed-python3.9, which does not exist" in said[0] and "creating a fresh" in said[0]
+    assert tree.calls.create == [tree / ".venv"] and tree.calls.pip == [["requirements.txt"]]
+    assert python.exists()
+
+
+@pytest.mark.parametrize("content, mode, why", [
+    ("#!/bin/sh\necho 'error while loading shared libraries: libpython3.9.so' >&2\nexit 127\n", 0o755,
+     "libpython3.9.so"),
+    ("not a program\n", 0o644, "cannot be run"),
+    ("#!/bin/sh\necho something else\n", 0o755, "does not work"),
+])
+def test_an_unusable_interpreter_with_a_valid_stamp_recreates_the_environment(tree, capsys, content, mode,
+                                                                              why):
+    ready(tree)
+    python = tree / ".venv" / "bin" / "python"
+    python.unlink()
+    python.write_text(content)
+    python.chmod(mode)
+    dev.setup("test", tree)
+    said = messages(capsys)
+    assert why in said[0] and said[0].endswith(f"creating a fresh virtual environment in {tree / '.venv'}")
+    assert tree.calls.create == [tree / ".venv"] and tree.calls.pip == [["requirements.txt"]]
+
+
+def test_an_environment_without_pip_is_recreated(tree, capsys):
+    ready(tree)
+    (site_packages(tree / ".venv") / "outer.pth").unlink()  # pip (and everything else from outside) gone
+    dev.setup("test", tree)
+    assert "has no pip" in messages(capsys)[0]
+    assert tree.calls.create == [tree / ".venv"]
+
+
+def test_a_missing_requirements_file_is_one_line(tree, capsys, monkeypatch):
+    (tree / "requirements.txt").unlink()
+    monkeypatch.setattr(dev, "ROOT", tree)
+    assert dev.main(["test"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dev.py: error: ") and "requirements.txt is missing" in err[0]
+    assert not (tree / ".venv").exists()
+
+
+def test_venv_being_a_file_is_reported_and_left_alone(tree):
+    (tree / ".venv").write_text("my-env-name\n")  # what some tools keep in a .venv file
+    with pytest.raises(dev.SetupError, match=r"\.venv is a file, not a virtual environment"):
+        dev.setup("test", tree)
+    assert (tree / ".venv").read_text() == "my-env-name\n" and tree.calls.pip == []
+
+
+def test_a_dangling_venv_link_is_reported(tree):
+    (tree / ".venv").symlink_to(tree / "elsewhere")
+    with pytest.raises(dev.SetupError, match="symbolic link to .*elsewhere, which does not exist"):
+        dev.setup("test", tree)
+
+
+def test_a_broken_linked_environment_is_not_deleted(tree, tmp_path):
+    shared = tmp_path / "shared-env"
+    fake_create(shared)
+    (shared / "bin" / "python").unlink()
+    (tree / ".venv").symlink_to(shared)
+    with pytest.raises(dev.SetupError, match="dev.py leaves alone"):
+        dev.setup("test", tree)
+    assert (shared / "pyvenv.cfg").exists() and tree.calls.create == []
+
+
+def test_a_failed_install_leaves_no_stamp_and_says_so(tree, monkeypatch):
+    ready(tree)
+    (tree / "requirements.txt").write_text(REQUIREMENTS + "devtest-more==2.0\n")
+
+    def failing_run(*cmd, cwd=None):
+        raise subprocess.CalledProcessError(1, cmd)
+
+    monkeypatch.setattr(dev, "run", failing_run)
+    monkeypatch.setattr(dev, "pip_install", REAL_PIP_INSTALL)
+    with pytest.raises(dev.SetupError, match=r"pip could not install requirements.txt .*exit status 1"):
+        dev.setup("test", tree)
+    assert not (tree / ".venv" / dev.STAMP_NAME).exists()
+
+
+def test_an_install_that_does_not_repair_is_an_error_not_a_stamp(tree, monkeypatch):
+    monkeypatch.setattr(dev, "pip_install", lambda python, where, files: None)
+    with pytest.raises(dev.SetupError, match="after installing requirements.txt, devtest-plugin is not "
+                                             r"installed \(and 1 more\)"):
+        dev.setup("test", tree)
+    assert not (tree / ".venv" / dev.STAMP_NAME).exists()
+
+
+def test_a_missing_ensurepip_is_explained(tmp_path, monkeypatch):
+    def no_ensurepip(self, env_dir):
+        raise subprocess.CalledProcessError(1, ["python", "-m", "ensurepip"])
+
+    monkeypatch.setattr(venv.EnvBuilder, "create", no_ensurepip)
+    with pytest.raises(dev.SetupError, match="python3-venv"):
+        dev.create_venv(tmp_path / ".venv")
+
+
+def test_two_set_ups_at_once_wait_for_each_other(tree, capsys, monkeypatch):
+    holder = dev.Lock(tree)
+    with holder:
+        monkeypatch.setattr(dev, "LOCK_TIMEOUT", 0.3)
+        with pytest.raises(dev.SetupError, match="another dev.py has held the set-up lock"):
+            dev.Lock(tree, timeout=0.3, poll=0.05).__enter__()
+        assert "another dev.py is setting up" in messages(capsys)[0]
+        assert tree.calls.pip == []
+        done = []
+        waiter = threading.Thread(target=lambda: done.append(dev.setup("test", tree)))
+        monkeypatch.setattr(dev, "LOCK_TIMEOUT", 30)
+        waiter.start()
+        time.sleep(0.5)
+        assert not done and tree.calls.pip == []  # still waiting
+    waiter.join(20)
+    assert done and tree.calls.pip == [["requirements.txt"]]
+    with dev.Lock(tree, timeout=0.1):  # released by its holder
+        pass
+
+
+def test_the_lock_holds_across_processes(tree):
+    script = (f"import importlib.util, sys, time; spec = importlib.util.spec_from_file_location('dev', "
+              f"{str(ROOT / 'dev.py')!r}); dev = importlib.util.module_from_spec(spec); "
+              f"spec.loader.exec_module(dev)\nwith dev.Lock(dev.Path({str(tree)!r})):\n"
+              f"    print('held', flush=True); time.sleep(30)\n")
+    other = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout.readline().strip() == "held"
+        with pytest.raises(dev.SetupError):
+            dev.Lock(tree, timeout=0.2, poll=0.05).__enter__()
+    finally:
+        other.kill()
+        other.wait()
+    with dev.Lock(tree, timeout=5):  # a killed holder leaves no lock behind
+        pass
+
+
+@pytest.mark.parametrize("layout, message", [
+    ("no-requirements", "requirements.txt is missing"),
+    ("venv-file", ".venv is a file"),
+])
+def test_the_script_itself_answers_in_one_line(tmp_path, layout, message):
+    """Run as a user runs it: python3 dev.py test, no traceback."""
+    (tmp_path / "dev.py").write_text((ROOT / "dev.py").read_text())
+    if layout == "venv-file":
+        (tmp_path / "requirements.txt").write_text(REQUIREMENTS)
+        (tmp_path / ".venv").write_text("")
+    out = subprocess.run([sys.executable, str(tmp_path / "dev.py"), "test"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith("dev.py: error: ") and message in out.stderr
+
+
+def test_usage_is_printed_for_an_unknown_command(capsys):
+    assert dev.main(["tset"]) == 2
+    assert "python3 dev.py test" in capsys.readouterr().out
+
+
+def test_read_pins():
+    path = ROOT / "requirements.txt"
+    pins = dev.read_pins(path)
+    assert pins["numpy"] and "." in pins["numpy"]
+    assert all(not name.startswith("-") for name in pins)
