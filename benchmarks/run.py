@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from speclib.book import article
+from speclib.book import article  # noqa: E402
 from speclib.core import engine  # noqa: E402
 from speclib.core.decoding import speculative_generate  # noqa: E402
 from speclib.core.engine import run_fixed_steps, run_streams  # noqa: E402
