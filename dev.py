@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The project's two commands, set-up included (needs only Python 3.10+).
+"""The project's commands, set-up included (needs only Python 3.10+).
 
     python3 dev.py book     build the book into _build/html (warnings are errors)
     python3 dev.py test     run every test: speclib's unit tests and doctests, every
@@ -7,43 +7,338 @@
     python3 dev.py student  build the student edition (no solutions) into
                             _build_student/_build/html
 
-Each creates a virtual environment in .venv on first use (or when requirements.txt
-changes) and installs requirements.txt into it; nothing else is downloaded afterwards.
+Each creates a virtual environment in .venv on first use and installs the pinned
+requirements.txt into it (`test` also installs requirements-hf.txt, the optional PyTorch
+chapter's extras, when that file exists).  Before each run it checks that the environment
+still works: its interpreter runs, every pinned package is installed at its pinned version,
+the test plugins are present and speclib is imported from this tree.  What is wrong is said
+in one line and repaired (a reinstall, or a fresh environment) where it can be.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-VENV = ROOT / ".venv"
-BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
-PYTHON = BIN / "python"
-STAMP = VENV / ".requirements-sha256"
+REQUIREMENTS = "requirements.txt"  #: what the book, Binder and the tests need
+EXTRA_REQUIREMENTS = "requirements-hf.txt"  #: PyTorch and transformers, for the tests only (optional file)
+STAMP_NAME = ".requirements-sha256"
+TEST_PLUGINS = ("pytest", "nbval")  #: modules `dev.py test` cannot run without
+PROBE_TIMEOUT = 120  #: seconds the environment's interpreter gets to answer the health check
+LOCK_TIMEOUT = 3600  #: seconds to wait for another set-up of the same tree before giving up
 
 
-def run(*cmd: object) -> None:
+class SetupError(Exception):
+    """Something about the set-up that dev.py cannot repair: the message says what to do."""
+
+
+def venv_python(venv_dir: Path) -> Path:
+    return venv_dir / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def say(message: str) -> None:
+    print(f"dev.py: {message}", flush=True)
+
+
+def run(*cmd: object, cwd: Path = ROOT) -> None:
     print("+", " ".join(str(c) for c in cmd), flush=True)
-    subprocess.run([str(c) for c in cmd], cwd=ROOT, check=True)
+    subprocess.run([str(c) for c in cmd], cwd=cwd, check=True)
 
 
-def setup() -> None:
-    """Create .venv and install requirements.txt unless it is already up to date."""
+# --- what the environment should hold ---------------------------------------------------
+
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*==\s*([^\s;#]+)")
+_NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def read_pins(path: Path) -> dict[str, str | None]:
+    """Package name -> pinned version (None when the line names a package without ``==``).
+
+    Options (``-e .``, ``-r``, ``--index-url`` ...), comments and blank lines are skipped.
+    """
+    pins: dict[str, str | None] = {}
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith(("#", "-")):
+            continue
+        pin = _PIN.match(line)
+        if pin:
+            pins[pin.group(1)] = pin.group(2)
+        elif _NAME.match(line):
+            pins[_NAME.match(line).group(1)] = None
+    return pins
+
+
+def requirement_files(root: Path, command: str) -> list[str]:
+    """The requirement files ``command`` installs: requirements.txt, and for ``test`` the extras."""
+    if not (root / REQUIREMENTS).is_file():
+        raise SetupError(f"{root / REQUIREMENTS} is missing: it lists what the environment needs "
+                         f"(restore it, e.g. `git checkout -- {REQUIREMENTS}`)")
+    files = [REQUIREMENTS]
+    if command == "test" and (root / EXTRA_REQUIREMENTS).is_file():
+        files.append(EXTRA_REQUIREMENTS)
+    return files
+
+
+def digests(root: Path, files: list[str]) -> dict[str, str]:
+    return {name: hashlib.sha256((root / name).read_bytes()).hexdigest() for name in files}
+
+
+def read_stamp(stamp: Path) -> dict[str, str]:
+    """The digests of the requirement files last installed ({} when there is no readable stamp)."""
+    try:
+        text = stamp.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    if re.fullmatch(r"[0-9a-f]{64}", text):  # the older stamp: requirements.txt's digest alone
+        return {REQUIREMENTS: text}
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+# --- the health check, run by the environment's own interpreter -------------------------
+
+#: Run as ``python -I -c PROBE JSON``: prints {"problems": [what is wrong, one line each], "pip": bool}.
+#: ``-I`` keeps the current directory and PYTHONPATH out of sys.path, so it sees what a notebook
+#: kernel started from this environment sees.
+PROBE = r"""
+import json, sys
+import importlib.metadata as metadata
+import importlib.util
+from pathlib import Path
+
+wanted = json.loads(sys.argv[1])
+problems = []
+for name, version in wanted["pins"].items():
+    try:
+        found = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        problems.append(f"{name} is not installed")
+        continue
+    if version is not None and found != version and found.split("+")[0] != version:
+        problems.append(f"{name} {found} is installed where {wanted['file'][name]} pins {version}")
+for module in wanted["modules"]:
+    try:
+        spec = importlib.util.find_spec(module)
+    except Exception as error:
+        spec, error_text = None, f": {type(error).__name__}: {error}"
+    else:
+        error_text = ""
+    if spec is None:
+        problems.append(f"the module {module} cannot be imported{error_text}")
+try:
+    spec = importlib.util.find_spec("speclib")
+except Exception as error:
+    spec = None
+if spec is None or not spec.origin:
+    problems.append("speclib is not installed")
+else:
+    package = Path(spec.origin).resolve().parent
+    expected = (Path(wanted["root"]) / "speclib").resolve()
+    if package != expected:
+        problems.append(f"speclib is imported from {package}, not from this tree's {expected}")
+pip = importlib.util.find_spec("pip") is not None
+print(json.dumps({"problems": problems, "pip": pip}))
+"""
+
+
+class Unusable(Exception):
+    """The environment's interpreter does not run: only a fresh environment helps."""
+
+
+def probe(python: Path, root: Path, files: list[str], modules: tuple[str, ...]) -> list[str]:
+    """What is wrong with the environment of ``python`` for ``root``: a list of one-line problems.
+
+    Raises Unusable when the interpreter itself does not run or does not answer.
+    """
+    if python.is_symlink() and not python.exists():
+        raise Unusable(f"{python} points to {os.readlink(python)}, which does not exist "
+                       "(the Python it was made with was removed or upgraded)")
+    if not python.exists():
+        raise Unusable(f"{python} is missing")
+    pins: dict[str, str | None] = {}
+    origin: dict[str, str] = {}
+    for name in files:
+        for package, version in read_pins(root / name).items():
+            pins[package], origin[package] = version, name
+    wanted = {"pins": pins, "file": origin, "modules": list(modules), "root": str(root)}
+    try:
+        done = subprocess.run([str(python), "-I", "-c", PROBE, json.dumps(wanted)], capture_output=True,
+                              text=True, timeout=PROBE_TIMEOUT, cwd=root)
+    except subprocess.TimeoutExpired:
+        raise Unusable(f"{python} did not answer within {PROBE_TIMEOUT} s") from None
+    except OSError as error:
+        raise Unusable(f"{python} cannot be run ({error.strerror or error})") from None
+    last = done.stdout.strip().splitlines()[-1:] if done.stdout else []
+    try:
+        answer = json.loads(last[0]) if done.returncode == 0 and last else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict) or not isinstance(answer.get("problems"), list):
+        detail = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        raise Unusable(f"{python} does not work ({detail[:200]})")
+    if not answer.get("pip"):
+        raise Unusable(f"{python} has no pip")
+    return [str(p) for p in answer["problems"]]
+
+
+# --- one set-up at a time ---------------------------------------------------------------
+
+class Lock:
+    """An exclusive lock on the set-up of one tree, so two set-ups never run pip at once.
+
+    The lock is a file in the temporary directory named after the tree; the operating system
+    releases it when its holder exits, however it exits, so a crashed set-up leaves none behind.
+    """
+
+    def __init__(self, root: Path, timeout: float = LOCK_TIMEOUT, poll: float = 0.5) -> None:
+        tag = hashlib.sha256(str(root).encode()).hexdigest()[:16]
+        self.root = root
+        self.path = Path(tempfile.gettempdir()) / f"speclib-dev-setup-{tag}.lock"
+        self.timeout, self.poll, self.handle = timeout, poll, None
+
+    def _try(self) -> bool:
+        if os.name == "nt":
+            import msvcrt
+            try:
+                msvcrt.locking(self.handle.fileno(), msvcrt.LK_NBLCK, 1)
+            except OSError:
+                return False
+            return True
+        import fcntl
+        try:
+            fcntl.flock(self.handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        return True
+
+    def __enter__(self) -> "Lock":
+        try:
+            self.handle = open(self.path, "a+")
+        except OSError as error:  # no usable temporary directory: go on without the lock
+            say(f"cannot create the set-up lock {self.path} ({error.strerror}); going on without it")
+            return self
+        deadline = time.monotonic() + self.timeout
+        told = False
+        while not self._try():
+            if not told:
+                say(f"another dev.py is setting up {self.root / '.venv'}; waiting for it to finish "
+                    f"(lock {self.path})")
+                told = True
+            if time.monotonic() >= deadline:
+                self.handle.close()
+                self.handle = None
+                raise SetupError(f"another dev.py has held the set-up lock {self.path} for over "
+                                 f"{self.timeout:g} s; if none is running, delete that file")
+            time.sleep(self.poll)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.handle is not None:
+            self.handle.close()  # closing releases the lock
+            self.handle = None
+
+
+# --- the set-up -------------------------------------------------------------------------
+
+def create_venv(venv_dir: Path) -> None:
+    """A fresh virtual environment with pip in ``venv_dir`` (whatever was there is removed)."""
+    try:
+        venv.EnvBuilder(with_pip=True, clear=True).create(venv_dir)
+    except subprocess.CalledProcessError:
+        raise SetupError(f"could not install pip into {venv_dir} (ensurepip failed; on Debian or Ubuntu "
+                         "install the python3-venv package)") from None
+    except OSError as error:
+        raise SetupError(f"could not create the virtual environment {venv_dir}: {error}") from None
+
+
+def pip_install(python: Path, root: Path, files: list[str]) -> None:
+    """Install the requirement files, all in one pip run so that one resolver sees every pin."""
+    args = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    for name in files:
+        args += ["-r", name]
+    try:
+        run(*args, cwd=root)
+    except OSError as error:
+        raise SetupError(f"could not run {python} to install the requirements ({error})") from None
+    except subprocess.CalledProcessError as error:
+        raise SetupError(f"pip could not install {' and '.join(files)} (its messages are above; "
+                         f"exit status {error.returncode})") from None
+
+
+def setup(command: str = "test", root: Path | None = None) -> Path:
+    """Make ``root/.venv`` ready for ``command``; return its interpreter.
+
+    Raises SetupError (one line: what is wrong, what to do) for what cannot be repaired.
+    """
     if sys.version_info < (3, 10):
-        sys.exit(f"Python 3.10 or newer is needed; this is {sys.version.split()[0]}")
-    wanted = hashlib.sha256((ROOT / "requirements.txt").read_bytes()).hexdigest()
-    if STAMP.exists() and STAMP.read_text().strip() == wanted and PYTHON.exists():
-        return
-    if not PYTHON.exists():
-        print(f"Creating a virtual environment in {VENV} ...", flush=True)
-        venv.create(VENV, with_pip=True)
-    run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", "requirements.txt")
-    STAMP.write_text(wanted)
+        raise SetupError(f"Python 3.10 or newer is needed; this is {sys.version.split()[0]}")
+    root = ROOT if root is None else root
+    venv_dir = root / ".venv"
+    python = venv_python(venv_dir)
+    stamp = venv_dir / STAMP_NAME
+    files = requirement_files(root, command)
+    modules = TEST_PLUGINS if command == "test" else ()
+    with Lock(root):
+        if venv_dir.is_symlink() and not venv_dir.exists():
+            raise SetupError(f"{venv_dir} is a symbolic link to {os.readlink(venv_dir)}, which does not "
+                             "exist: remove the link (dev.py then creates the environment)")
+        if venv_dir.exists() and not venv_dir.is_dir():
+            raise SetupError(f"{venv_dir} is a file, not a virtual environment: move it away or delete it "
+                             "(dev.py then creates the environment there)")
+        wanted = digests(root, files)
+        fresh = False
+        if not venv_dir.exists():
+            say(f"creating a virtual environment in {venv_dir}")
+            create_venv(venv_dir)
+            fresh = True
+        else:
+            try:
+                problems = probe(python, root, files, modules)
+            except Unusable as error:
+                if venv_dir.is_symlink():
+                    raise SetupError(f"{error}; {venv_dir} is a link to {os.readlink(venv_dir)}, which "
+                                     "dev.py leaves alone: repair that environment or remove the link") from None
+                say(f"{error}: creating a fresh virtual environment in {venv_dir}")
+                create_venv(venv_dir)
+                fresh = True
+            else:
+                recorded = read_stamp(stamp)
+                changed = [name for name in files if recorded.get(name) != wanted[name]]
+                if not problems and not changed:
+                    return python
+                if changed:  # what is missing is expected: it is what the changed file adds
+                    say(f"{' and '.join(changed)} changed since the last set-up (or "
+                        f"{'was' if len(changed) == 1 else 'were'} never installed): installing")
+                for problem in problems if not changed else ():
+                    say(f"{problem}: reinstalling")
+        if stamp.exists() or stamp.is_symlink():
+            stamp.unlink()  # an interrupted install must not leave a stamp behind
+        pip_install(python, root, files)
+        try:
+            problems = probe(python, root, files, modules)
+        except Unusable as error:
+            raise SetupError(f"after installing, {error}") from None
+        if problems:
+            raise SetupError(f"after installing {' and '.join(files)}, {problems[0]}"
+                             + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        stamp.write_text(json.dumps(wanted, indent=1) + "\n", encoding="utf-8")
+        if fresh:
+            say(f"the virtual environment {venv_dir} is ready")
+        return python
 
 
 def main(argv: list[str]) -> int:
@@ -51,18 +346,25 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] not in commands:
         print(__doc__)
         return 2
-    setup()
-    env_bin = str(BIN)
-    os.environ["PATH"] = env_bin + os.pathsep + os.environ.get("PATH", "")
-    if argv[0] == "test":
-        run(PYTHON, "-m", "pytest")
-    else:
-        run(PYTHON, "tools/build_book.py", *commands[argv[0]])
+    try:
+        python = setup(argv[0])
+    except SetupError as error:
+        print(f"dev.py: error: {error}", file=sys.stderr)
+        return 1
+    os.environ["PATH"] = str(python.parent) + os.pathsep + os.environ.get("PATH", "")
+    try:
+        if argv[0] == "test":
+            run(python, "-m", "pytest", cwd=ROOT)
+        else:
+            run(python, "tools/build_book.py", *commands[argv[0]], cwd=ROOT)
+    except subprocess.CalledProcessError as err:
+        return err.returncode
     return 0
 
 
 if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv[1:]))
-    except subprocess.CalledProcessError as err:
-        sys.exit(err.returncode)
+    except KeyboardInterrupt:
+        print("dev.py: interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -86,11 +86,13 @@ def tree(tmp_path, monkeypatch):
     return root
 
 
-def ready(tree):
-    """Set the tree up once and forget the calls that took."""
+def ready(tree, capsys=None):
+    """Set the tree up once and forget the calls (and messages) that took."""
     python = dev.setup("test", tree)
     tree.calls.create.clear()
     tree.calls.pip.clear()
+    if capsys is not None:
+        capsys.readouterr()
     return python
 
 
@@ -107,14 +109,14 @@ def test_first_use_creates_installs_and_stamps(tree):
 
 
 def test_a_healthy_environment_with_a_valid_stamp_is_left_alone(tree, capsys):
-    ready(tree)
+    ready(tree, capsys)
     assert dev.setup("test", tree) == tree / ".venv" / "bin" / "python"
     assert tree.calls.create == [] and tree.calls.pip == []
     assert messages(capsys) == []
 
 
 def test_a_changed_requirements_file_is_installed_again(tree, capsys):
-    ready(tree)
+    ready(tree, capsys)
     (tree / "requirements.txt").write_text(REQUIREMENTS + "devtest-more==2.0\n")
     dev.setup("test", tree)
     assert tree.calls.pip == [["requirements.txt"]] and tree.calls.create == []
@@ -170,7 +172,7 @@ def test_a_local_version_label_satisfies_a_pin(tree):
 
 
 def test_a_removed_test_plugin_is_found_despite_a_valid_stamp(tree, capsys):
-    ready(tree)
+    ready(tree, capsys)
     (site_packages(tree / ".venv") / f"{PLUGIN}.py").unlink()  # the package's files gone, its metadata left
     dev.setup("test", tree)
     assert messages(capsys) == [f"dev.py: the module {PLUGIN} cannot be imported: reinstalling"]
@@ -179,7 +181,7 @@ def test_a_removed_test_plugin_is_found_despite_a_valid_stamp(tree, capsys):
 
 
 def test_an_uninstalled_package_is_found_despite_a_valid_stamp(tree, capsys):
-    ready(tree)
+    ready(tree, capsys)
     for path in site_packages(tree / ".venv").glob("devtest_plugin*"):
         if path.is_dir():
             (path / "METADATA").unlink()
@@ -190,7 +192,7 @@ def test_an_uninstalled_package_is_found_despite_a_valid_stamp(tree, capsys):
 
 
 def test_a_package_at_another_version_is_found(tree, capsys):
-    ready(tree)
+    ready(tree, capsys)
     info = next(site_packages(tree / ".venv").glob("devtest_plugin-*.dist-info"))
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: devtest-plugin\nVersion: 0.9\n")
     dev.setup("book", tree)
@@ -200,7 +202,7 @@ def test_a_package_at_another_version_is_found(tree, capsys):
 
 def test_speclib_from_another_tree_is_found_and_reinstalled(tree, capsys, monkeypatch):
     """A copied clone whose environment still imports the original's speclib."""
-    ready(tree)
+    ready(tree, capsys)
     (tree / "speclib").unlink()
     (tree / "speclib").mkdir()
     (tree / "speclib" / "__init__.py").write_text("")
@@ -220,7 +222,7 @@ def test_speclib_from_another_tree_is_found_and_reinstalled(tree, capsys, monkey
 
 
 def test_a_dangling_interpreter_link_recreates_the_environment(tree, capsys):
-    ready(tree)
+    ready(tree, capsys)
     python = tree / ".venv" / "bin" / "python"
     python.unlink()
     python.symlink_to(tree / "removed-python3.9")
@@ -239,7 +241,7 @@ def test_a_dangling_interpreter_link_recreates_the_environment(tree, capsys):
 ])
 def test_an_unusable_interpreter_with_a_valid_stamp_recreates_the_environment(tree, capsys, content, mode,
                                                                               why):
-    ready(tree)
+    ready(tree, capsys)
     python = tree / ".venv" / "bin" / "python"
     python.unlink()
     python.write_text(content)
@@ -251,7 +253,7 @@ def test_an_unusable_interpreter_with_a_valid_stamp_recreates_the_environment(tr
 
 
 def test_an_environment_without_pip_is_recreated(tree, capsys):
-    ready(tree)
+    ready(tree, capsys)
     (site_packages(tree / ".venv") / "outer.pth").unlink()  # pip (and everything else from outside) gone
     dev.setup("test", tree)
     assert "has no pip" in messages(capsys)[0]
