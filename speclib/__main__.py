@@ -100,7 +100,47 @@ def _check_generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         parser.error(f"argument --temperature: must be a finite number >= 0, got {temperature:g}")
     if args.prompt == "":
         parser.error("argument --prompt: must contain at least one character")
+    if args.prompt is not None:
+        _check_text(parser, args.prompt)
     return temperature
+
+
+def _check_text(parser: argparse.ArgumentParser, text: str) -> None:
+    """Refuse a prompt with bytes the command line could not decode (they arrive as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        code = ord(text[error.start])
+        what = (f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"code point U+{code:04X}")
+        parser.error(f"argument --prompt: is not valid {sys.getfilesystemencoding()} text ({what} at "
+                     f"character {error.start + 1})")
+
+
+def _note(message: str) -> None:
+    """One line on standard error (nothing when standard error is closed)."""
+    if sys.stderr is not None:
+        try:
+            print(message, file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            pass
+
+
+class _OutputError(Exception):
+    """Standard output cannot be written (a full disk, a closed descriptor): ``error`` says why."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def _out(text: str = "") -> None:
+    """Print a line on standard output; a broken pipe propagates, other write errors become _OutputError."""
+    try:
+        sys.stdout.write(text + "\n")
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        raise _OutputError(error) from None
 
 
 class _ProgressBar:
@@ -153,8 +193,7 @@ def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     prompt = vocab.encode(prompt_text)
     unknown = int((prompt == vocab.unk_id).sum())
     if unknown:
-        print(f"note: {unknown} prompt character(s) outside the vocabulary are read as the unknown symbol",
-              file=sys.stderr)
+        _note(f"note: {unknown} prompt character(s) outside the vocabulary are read as the unknown symbol")
     try:
         target, draft = PAIRS[args.pair].load(args.domain)
     except RuntimeError as error:  # e.g. a Python installation without its documentation topics
@@ -162,7 +201,8 @@ def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if temperature != 1.0:
         target, draft = warp(target, temperature=temperature), warp(draft, temperature=temperature)
 
-    progress = _ProgressBar(args.new_tokens, sys.stderr) if sys.stderr.isatty() else None
+    on_terminal = sys.stderr is not None and sys.stderr.isatty()
+    progress = _ProgressBar(args.new_tokens, sys.stderr) if on_terminal else None
     try:
         trace = trace_generation(target, draft, prompt, args.new_tokens, args.k, args.seed, progress=progress)
     finally:
@@ -171,11 +211,11 @@ def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     terminal = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     color = args.color == "always" or (args.color == "auto" and terminal)
-    print(_printable(to_ansi(trace, vocab, color=color), sys.stdout))
-    print()
+    _out(_printable(to_ansi(trace, vocab, color=color), sys.stdout))
+    _out()
     if color:
-        print(ansi_legend())
-    print(_statistics(trace, args, temperature))
+        _out(ansi_legend())
+    _out(_statistics(trace, args, temperature))
     return 0
 
 
@@ -196,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "article":
         from .book.article import report
 
-        print(report())
+        _out(report())
         return 0
     if args.command == "generate":
         return _generate(generate, args)
@@ -204,5 +244,49 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
+def _silence_stdout() -> None:
+    """Point standard output at the null device, so that the interpreter's last flush of what
+    could not be written raises nothing more at exit."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def run(argv: list[str] | None = None) -> int:
+    """:func:`main` with the manners of a Unix tool, for ``python -m speclib``.
+
+    A reader that stops reading (``| head``) ends the program quietly (exit status 141, as a
+    program killed by SIGPIPE); Ctrl-C ends it with one line and exit status 130; standard
+    output closed or not writable (a full disk) is one line on standard error and exit status 1.
+    """
+    prog = "python -m speclib"
+    if sys.stdout is None:
+        _note(f"{prog}: error: standard output is closed")
+        return 1
+    try:
+        code = main(argv)
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise _OutputError(error) from None
+        return code
+    except BrokenPipeError:
+        _silence_stdout()
+        return 141
+    except _OutputError as failure:
+        _silence_stdout()
+        _note(f"{prog}: error: cannot write to standard output: {failure.error.strerror or failure.error}")
+        return 1
+    except KeyboardInterrupt:
+        _silence_stdout()
+        _note(f"\n{prog}: interrupted" if sys.stderr is not None and sys.stderr.isatty() else f"{prog}: interrupted")
+        return 130
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -166,3 +166,76 @@ def test_neural_pair_generates():
                           "--new-tokens", "30", "--k", "3", "--seed", "1"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "neural pair" in out.stdout and "new tokens              30" in out.stdout
+
+
+# --- the manners of a Unix tool ---------------------------------------------------------------
+
+def unix(command, **kwargs):
+    """Run a shell command line in which $SPECLIB is ``python -m speclib``."""
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    env["SPECLIB"] = f"{sys.executable} -m speclib"
+    return subprocess.run(["sh", "-c", command], capture_output=True, env=env, cwd=ROOT, timeout=120, **kwargs)
+
+
+def test_an_undecodable_byte_in_the_prompt_is_an_option_error():
+    out = subprocess.run([sys.executable, "-m", "speclib", "generate", "--prompt", b"ab\xffc", "--new-tokens", "5"],
+                         capture_output=True, cwd=ROOT, timeout=120)
+    err = out.stderr.decode()
+    assert out.returncode == 2 and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith(
+        "python -m speclib generate: error: argument --prompt: is not valid ")
+    assert "byte 0xff at character 3" in err
+
+
+def test_a_reader_that_stops_reading_ends_the_program_quietly():
+    read, write = os.pipe()
+    os.close(read)  # nobody will ever read: the first write is a broken pipe
+    try:
+        out = subprocess.run([sys.executable, "-m", "speclib", "generate", "--new-tokens", "50"], stdout=write,
+                             stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=120)
+    finally:
+        os.close(write)
+    assert out.returncode == 141 and out.stderr == ""  # 128 + SIGPIPE, as `yes | head` reports
+
+
+def test_piping_into_head_prints_no_traceback():
+    out = unix("$SPECLIB generate --new-tokens 5000 | head -c 100")
+    assert out.returncode == 0 and len(out.stdout) == 100 and out.stderr == b""
+
+
+def test_closed_standard_output_is_one_line():
+    out = unix("$SPECLIB generate --new-tokens 20 >&-")
+    assert out.returncode == 1
+    assert out.stderr.decode() == "python -m speclib: error: standard output is closed\n"
+
+
+def test_closed_standard_error_is_no_crash():
+    out = unix("$SPECLIB generate --prompt 'caf\u00e9' --new-tokens 20 2>&-")
+    assert out.returncode == 0 and statistics(out.stdout.decode())["new tokens"] == 20
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("command", ["generate --new-tokens 20", "article"])
+def test_a_full_disk_is_one_line(command):
+    out = unix(f"$SPECLIB {command} >/dev/full")
+    assert out.returncode == 1
+    assert out.stderr.decode() == ("python -m speclib: error: cannot write to standard output: "
+                                   "No space left on device\n")
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX signals")
+def test_ctrl_c_exits_130_with_one_line():
+    import signal
+
+    child = subprocess.Popen([sys.executable, "-m", "speclib", "generate", "--prompt", "caf\u00e9",
+                              "--new-tokens", str(cli.MAX_NEW_TOKENS)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert "outside the vocabulary" in child.stderr.readline()  # main() is running: interrupt it
+        child.send_signal(signal.SIGINT)
+        assert child.wait(60) == 130
+        assert child.stderr.read() == "python -m speclib: interrupted\n"
+    finally:
+        child.kill()
+        child.wait()
