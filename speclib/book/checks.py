@@ -43,12 +43,8 @@ def check_tokens_per_pass(tokens_per_pass) -> None:
     """Exercise ex-00-1: ``tokens_per_pass(tokens_per_step)`` from per-step token counts."""
     cases = [([5, 5, 5], 5.0), ([1], 1.0), ([3, 1, 2, 2], 2.0), ([5, 2, 1, 4, 3], 3.0)]
     for steps, want in cases:
-        got = call_student(tokens_per_pass, list(steps))
-        try:
-            got = float(got)
-        except (TypeError, ValueError):
-            raise ExerciseError(f"for {steps} your function returned {got!r}, not a number") from None
-        if abs(got - want) > 1e-12:
+        got = _as_float_or_fail(call_student(tokens_per_pass, list(steps)), f"for {steps}")
+        if not abs(got - want) <= 1e-12:
             raise ExerciseError(
                 f"for per-step counts {steps} you returned {got:g}. Each entry is one target pass; "
                 "what is the total number of tokens, and how many passes produced them?"
@@ -67,16 +63,61 @@ def _call_numeric(fn, where: str, *args):
                             "without dividing by 1 - alpha?") from None
 
 
+def _describe(value) -> str:
+    """What a student's answer is, in a few words: ``None (did you forget return?)``, ``a string``..."""
+    import numpy as np
+
+    if value is None:
+        return "None (is a return statement missing?)"
+    if isinstance(value, (bool, np.bool_)):
+        return f"{value!r}, a truth value"
+    if isinstance(value, (str, bytes)):
+        return f"{value!r}, a string"
+    try:
+        is_complex = isinstance(value, complex) or np.iscomplexobj(value)
+    except Exception:  # noqa: BLE001 (ragged lists and other things numpy cannot read)
+        is_complex = False
+    if is_complex:
+        return f"{value!r}, complex"
+    text = repr(value)
+    return (text if len(text) <= 60 else text[:57] + "...") + f" (a {type(value).__name__})"
+
+
 def _as_float_or_fail(value, where: str) -> float:
+    """The student's answer as a finite float, or an ExerciseError saying what it is instead.
+
+    A single real number is expected: a truth value, a string (even "2.0"), a complex number,
+    an array, None or a dict are refused, and so are NaN and infinity (which would compare
+    false with every right answer).
+    """
     import math
+    import numbers
+
+    import numpy as np
+
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ExerciseError(f"{where}: your function returned {_describe(value)}, not a number "
+                            "(one real number is expected)")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ExerciseError(f"{where}: your function returned {value}, expected a finite number. "
+                            "A division by zero somewhere, or 0 / 0?")
+    return value
+
+
+def _numbers_or_fail(value, where: str, what: str = "an array of numbers"):
+    """The student's answer as a float array, refusing strings, complex numbers, None and objects."""
+    import numpy as np
 
     try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise ExerciseError(f"{where}: your function returned {value!r}, not a number") from None
-    if not math.isfinite(value):
-        raise ExerciseError(f"{where}: your function returned {value}; a division by zero somewhere?")
-    return value
+        arr = np.asarray(value)
+    except Exception:  # noqa: BLE001 (anything a student returns, e.g. ragged lists)
+        arr = None
+    if arr is None or arr.dtype.kind not in "biuf":
+        raise ExerciseError(f"{where}: your function returned {_describe(value)}, not {what}")
+    return arr.astype(float)
 
 
 def check_residual(residual) -> None:
@@ -93,11 +134,7 @@ def check_residual(residual) -> None:
     ]
     for p, q in cases:
         where = f"p = {p}, q = {q}"
-        got = call_student(residual, np.array(p), np.array(q))
-        try:
-            got = np.asarray(got, dtype=float)
-        except (TypeError, ValueError):
-            raise ExerciseError(f"{where}: your function returned {got!r}, not an array of numbers") from None
+        got = _numbers_or_fail(call_student(residual, np.array(p), np.array(q)), where)
         if got.shape != (len(q),):
             raise ExerciseError(f"{where}: expected one probability per token, shape ({len(q)},), got {got.shape}")
         if not np.all(np.isfinite(got)):
@@ -196,7 +233,8 @@ def _token_array(value, where: str):
     try:
         arr = np.asarray(value)
     except Exception:  # noqa: BLE001 (anything a student returns)
-        raise ExerciseError(f"{where}: your function returned {value!r}, not an array of token ids") from None
+        raise ExerciseError(f"{where}: your function returned {_describe(value)}, not an array of token "
+                            "ids") from None
     if arr.ndim != 1 or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
         raise ExerciseError(f"{where}: expected a 1-D array of integer token ids, got "
                             f"{'shape ' + str(arr.shape) if arr.ndim != 1 else 'dtype ' + str(arr.dtype)}")
@@ -264,7 +302,7 @@ def check_draft_proposal(propose) -> None:
         if not isinstance(out, tuple) or len(out) != 2:
             raise ExerciseError(f"{where}: return a pair (tokens, p_rows), got {type(out).__name__}")
         tokens = _token_array(out[0], where)
-        p_rows = np.asarray(out[1], dtype=float)
+        p_rows = _numbers_or_fail(out[1], where, "p_rows, an array of probability rows")
         if tokens.shape != (k,):
             raise ExerciseError(f"{where}: expected {k} drafted tokens, got {tokens.size}")
         if p_rows.shape != (k, draft.vocab_size):
@@ -346,10 +384,7 @@ def check_accepted_prefix(accepted_prefix) -> None:
 def _rates_or_fail(value, k: int, where: str, what: str = "one rate per draft position"):
     import numpy as np
 
-    try:
-        arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ExerciseError(f"{where}: your function returned {value!r}, not an array of numbers") from None
+    arr = _numbers_or_fail(value, where, f"an array of numbers ({what})")
     if arr.shape != (k,):
         raise ExerciseError(f"{where}: expected {what}, shape ({k},), got shape {arr.shape}")
     return arr
@@ -444,10 +479,7 @@ def check_interpolated_row(interpolated_row) -> None:
 def _row_or_fail(value, size: int, where: str):
     import numpy as np
 
-    try:
-        row = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ExerciseError(f"{where}: your function returned {value!r}, not an array of probabilities") from None
+    row = _numbers_or_fail(value, where, "an array of probabilities")
     if row.shape != (size,):
         raise ExerciseError(f"{where}: expected a row of shape ({size},), got shape {row.shape}")
     if not np.isfinite(row).all():
@@ -509,7 +541,7 @@ def check_exact_calls(exact_calls) -> None:
     """
     import numpy as np
 
-    from ..core.exact import speculative_sequence_distribution, target_sequence_distribution
+    from ..core.exact import output_distribution, target_sequence_distribution
 
     if callable(exact_calls):
         exact_calls = call_student(exact_calls)
@@ -526,7 +558,7 @@ def check_exact_calls(exact_calls) -> None:
         raise ExerciseError(f"{sorted(unknown)} are not among the calls; choose from {sorted(configurations)}")
     want = target_sequence_distribution(hot, [0], 3)
     truth = {letter for letter, (t, d) in configurations.items()
-             if np.abs(speculative_sequence_distribution(t, d, [0], 2) - want).max() < 1e-12}
+             if np.abs(output_distribution(t, d, [0], 3, 2) - want).max() < 1e-12}
     if answer - truth:
         raise ExerciseError("your set includes a call whose output does not follow warp(target, 0.7). "
                             "In each call, which model does the verifier compare the drafts against?")
@@ -582,10 +614,13 @@ def check_fixed_verifier(fixed_verify) -> None:
     p = np.array([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [0.5, 0.5, 0.0]])
     out = call_student(fixed_verify, np.array([1, 2, 0]), p, np.vstack([p, [[0.0, 0.0, 1.0]]]),
                        np.random.default_rng(0))
-    try:
-        tokens, n_accepted = np.asarray(out[0]), int(out[1])
-    except (TypeError, ValueError, IndexError):
-        raise ExerciseError(f"your verifier returned {out!r}; return (tokens, n_accepted) as verify() does") from None
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise ExerciseError(f"your verifier returned {_describe(out)}; return a pair (tokens, n_accepted) as "
+                            "verify() does")
+    tokens, n_accepted = _token_array(out[0], "the tokens your verifier returned"), out[1]
+    if isinstance(n_accepted, (bool, np.bool_)) or not isinstance(n_accepted, (int, np.integer)):
+        raise ExerciseError(f"your verifier returned n_accepted = {_describe(n_accepted)}; expected an int, the "
+                            "number of drafts kept")
     if n_accepted != 3 or tokens.tolist() != [1, 2, 0, 2]:
         raise ExerciseError("when p equals q every draft must be kept and the bonus drawn from the last target "
                             f"row; with drafts [1, 2, 0] and a bonus row [0, 0, 1] you returned {tokens.tolist()}")
