@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("book", "_config.yml", "_toc.yml", "references.bib")
+SOURCES = ("book", "_ext", "_static", "_config.yml", "_toc.yml", "references.bib")
 SOLUTION_START = re.compile(r"^(`{3,}|:{3,})\{solution-start\}.*?^\1[ \t]*$\n?", re.M | re.S)
 SOLUTION_END = re.compile(r"^(`{3,}|:{3,})\{solution-end\}[^\n]*\n\1[ \t]*$\n?", re.M)
 SOLUTION_BLOCK = re.compile(r"^(`{3,}|:{3,})\{solution\}.*?^\1[ \t]*$\n?", re.M | re.S)
