@@ -8,7 +8,14 @@ module measures that on the machine at hand, with a stack of dense layers in num
 * :func:`layer_stack` builds seeded weights (make them larger than the processor's caches,
   see :func:`largest_cache_bytes`, so that every pass must stream them from main memory);
 * :func:`forward_pass` pushes ``n`` token vectors through the stack, one matrix product per
-  layer, as a transformer's dense layers do;
+  layer, as a transformer's dense layers do.  With ``blocked=True`` a product over 2 to
+  :data:`SPLIT_MAX_TOKENS` tokens is computed column block by column block
+  (:func:`column_blocks`, :func:`product`): OpenBLAS, numpy's usual BLAS, copies a whole
+  weight matrix into its own layout before a product with more than a few rows, so the
+  plain product of a pass over two tokens mostly measures that copy, not the reading of
+  the weights.  The blocks keep such products on the library's direct kernel, which reads
+  each weight once, as the product for one token does.  :class:`speclib.lm.transformer.Transformer`
+  computes its passes by the same rule;
 * :func:`measure_pass_times` times passes over 1, 2, 4, ... tokens, interleaving the sizes
   so that a slow moment of the machine hurts all of them alike, and keeps every repeat;
 * :func:`fit_pass_cost` summarises the medians as ``fixed + per_token * n``: the fixed part
@@ -35,6 +42,16 @@ from typing import Callable, NamedTuple, Sequence
 import numpy as np
 
 from .._validate import as_generator, as_int, as_real, as_tokens
+
+#: OpenBLAS multiplies small matrices with a direct kernel only while
+#: ``rows * inner * columns`` stays below about this many; above it, it first repacks the
+#: whole weight matrix, which makes a pass over 2 to 16 tokens cost several times a pass
+#: over one.  (The same constants as :mod:`speclib.lm.transformer`.)
+SMALL_PRODUCT = 1_000_000
+#: Products over 2 .. SPLIT_MAX_TOKENS rows use the column blocks; one row uses the whole
+#: matrix (a matrix-vector product, which reads the weights once), more rows the ordinary
+#: matrix product (there the arithmetic, not the copy, dominates).
+SPLIT_MAX_TOKENS = 16
 
 
 def layer_stack(d_model: int, n_layers: int, rng: np.random.Generator | int,
@@ -86,11 +103,60 @@ def _check_weights(weights: Sequence[np.ndarray]) -> list[np.ndarray]:
     return list(weights)
 
 
-def forward_pass(weights: Sequence[np.ndarray], x: np.ndarray) -> np.ndarray:
+def column_blocks(w: np.ndarray, max_tokens: int = SPLIT_MAX_TOKENS) -> list[np.ndarray] | None:
+    """``w`` cut into contiguous column blocks narrow enough for the direct kernel.
+
+    Each block has ``d`` rows and a width (a multiple of 16, at least 16) such that a
+    product of ``max_tokens`` rows with it stays under :data:`SMALL_PRODUCT`.  The blocks are
+    copies, made once; concatenated side by side they are ``w``.  Returns None when one
+    block would be the whole matrix (nothing to split).
+
+    Examples
+    --------
+    >>> blocks = column_blocks(np.zeros((4096, 64)))
+    >>> [b.shape for b in blocks]
+    [(4096, 16), (4096, 16), (4096, 16), (4096, 16)]
+    >>> column_blocks(np.zeros((8, 8))) is None
+    True
+    """
+    w = np.asarray(w)
+    if w.ndim != 2:
+        raise ValueError(f"w: expected a 2-D weight matrix, got shape {w.shape}")
+    max_tokens = as_int(max_tokens, "max_tokens", minimum=1)
+    width = max(16, SMALL_PRODUCT // (max_tokens * w.shape[0]) // 16 * 16)
+    if width >= w.shape[1]:
+        return None
+    return [w[:, i:i + width].copy() for i in range(0, w.shape[1], width)]
+
+
+def product(x: np.ndarray, w: np.ndarray, blocks: list[np.ndarray] | None = None) -> np.ndarray:
+    """``x @ w``, by the route that reads ``w`` once without copying it first.
+
+    One row: the whole matrix (a matrix-vector product).  2 to :data:`SPLIT_MAX_TOKENS`
+    rows with ``blocks`` from :func:`column_blocks`: one product per block, side by side.
+    Otherwise the ordinary product.  The result is ``x @ w`` up to rounding.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> w, x = rng.standard_normal((4096, 64)), rng.standard_normal((3, 4096))
+    >>> bool(np.allclose(product(x, w, column_blocks(w)), x @ w))
+    True
+    """
+    n = x.shape[0]
+    if blocks is None or n == 1 or n > SPLIT_MAX_TOKENS:
+        return x @ w
+    return np.concatenate([x @ b for b in blocks], axis=1)
+
+
+def forward_pass(weights: Sequence[np.ndarray], x: np.ndarray,
+                 blocks: Sequence[list[np.ndarray] | None] | None = None) -> np.ndarray:
     """Push token vectors ``x`` of shape ``(n, d_model)`` through the stack (ReLU between layers).
 
     Every layer is one matrix product ``(n, d) @ (d, d)``: it reads all ``d * d`` weights
-    once, and does ``2 n d**2`` floating-point operations.
+    once, and does ``2 n d**2`` floating-point operations.  ``blocks``, one entry per layer
+    from :func:`column_blocks`, computes each product with :func:`product`; without it,
+    each is the plain ``x @ w``.
 
     Examples
     --------
@@ -103,8 +169,14 @@ def forward_pass(weights: Sequence[np.ndarray], x: np.ndarray) -> np.ndarray:
     d = weights[0].shape[0]
     if x.ndim != 2 or x.shape[1] != d or x.shape[0] < 1:
         raise ValueError(f"x: expected token vectors of shape (n, {d}) with n >= 1, got {x.shape}")
-    for w in weights:
-        x = np.maximum(x @ w, 0.0)
+    if blocks is None:
+        for w in weights:
+            x = np.maximum(x @ w, 0.0)
+        return x
+    if len(blocks) != len(weights):
+        raise ValueError(f"blocks: expected one entry per layer ({len(weights)}), got {len(blocks)}")
+    for w, b in zip(weights, blocks):
+        x = np.maximum(product(x, w, b), 0.0)
     return x
 
 
@@ -115,6 +187,7 @@ class PassTimes(NamedTuple):
     seconds: np.ndarray  #: every timing, shape (repeats, m); column j is n_tokens[j]
     n_bytes: int  #: size of the weights
     n_params: int  #: number of weights
+    blocked: bool = False  #: whether the passes used the column-block products
 
     @property
     def median(self) -> np.ndarray:
@@ -135,6 +208,7 @@ def measure_pass_times(
     rng: np.random.Generator | int = 0,
     max_seconds: float | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    blocked: bool = False,
 ) -> PassTimes:
     """Time :func:`forward_pass` over the stack for each number of tokens.
 
@@ -157,6 +231,10 @@ def measure_pass_times(
         so a slow machine keeps the measurement short.
     clock : callable
         A clock returning seconds (for tests).
+    blocked : bool
+        Compute each product with :func:`product` on :func:`column_blocks` cut once before
+        timing (what a pass costs when the weights are only read), instead of the plain
+        ``x @ w`` (which, with OpenBLAS, also copies each matrix for 2 or more tokens).
 
     Returns
     -------
@@ -172,23 +250,27 @@ def measure_pass_times(
     repeats = as_int(repeats, "repeats", minimum=1)
     if max_seconds is not None:
         max_seconds = as_real(max_seconds, "max_seconds", low=0.0)
+    if not isinstance(blocked, (bool, np.bool_)):
+        raise TypeError(f"blocked: expected True or False, got {blocked!r}")
     rng = as_generator(rng)
     d, dtype = weights[0].shape[0], weights[0].dtype
+    blocks = [column_blocks(w) for w in weights] if blocked else None
     xs = [rng.standard_normal((n, d)).astype(dtype) for n in counts]
     for x in xs:
-        forward_pass(weights, x)  # warm-up: first-touch costs are not part of a pass
+        forward_pass(weights, x, blocks)  # warm-up: first-touch costs are not part of a pass
 
     rows, start = [], clock()
     for r in range(repeats):
         row = np.empty(len(counts))
         for j in rng.permutation(len(counts)):
             t0 = clock()
-            forward_pass(weights, xs[j])
+            forward_pass(weights, xs[j], blocks)
             row[j] = clock() - t0
         rows.append(row)
         if max_seconds is not None and r + 1 >= 3 and clock() - start > max_seconds:
             break
-    return PassTimes(np.array(counts), np.array(rows), stack_bytes(weights), stack_params(weights))
+    return PassTimes(np.array(counts), np.array(rows), stack_bytes(weights), stack_params(weights),
+                     bool(blocked))
 
 
 class PassCostFit(NamedTuple):
