@@ -359,3 +359,162 @@ def book_pair(temperature: float = 1.0, attn_implementation: str = "eager") -> t
     from .transformer import load_pair
 
     return export_pair(*load_pair(), temperature=temperature, attn_implementation=attn_implementation)
+
+
+# --------------------------------------------------------------------------- transformers' own loop
+
+
+class torch_threads:
+    """Context manager: run PyTorch on ``n`` intra-op threads inside the block (restored after).
+
+    Timings of one decoding stream are taken on one thread, as with
+    :class:`speclib.lm.transformer.blas_threads`: small passes gain nothing from more threads
+    and on a busy machine waiting threads make them erratic.
+    """
+
+    def __init__(self, n: int = 1) -> None:
+        self.n = as_int(n, "n", minimum=1)
+        self._previous = None
+
+    def __enter__(self) -> "torch_threads":
+        self._previous = torch.get_num_threads()
+        torch.set_num_threads(self.n)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        torch.set_num_threads(self._previous)
+
+
+#: The book's sampling law in the settings of ``generate``: no top-k (its default is 50), no
+#: top-p, the temperature of the models (``do_sample=False`` at temperature 0).
+BOOK_SAMPLING = {"top_k": 0, "top_p": 1.0}
+
+
+def _assistant_settings(k: int) -> dict:
+    # A fixed draft length: the library's defaults are 20 tokens, a constant schedule, and a stop
+    # as soon as the assistant's probability of its own token falls below 0.4 (0 turns it off).
+    return {"num_assistant_tokens": k, "num_assistant_tokens_schedule": "constant",
+            "assistant_confidence_threshold": 0.0}
+
+
+def library_generate(target: HFModel, draft: HFModel | None, prompt: np.ndarray, max_new_tokens: int,
+                     k: int | None = None, *, seed: int = 0,
+                     library_defaults: bool = False) -> tuple[np.ndarray, "GenerationStats"]:
+    """Run transformers' own ``generate``, assisted by ``draft`` (``assistant_model=``), counted like speclib.
+
+    ``draft=None`` runs the target alone (plain decoding, one pass per token).
+
+    With ``library_defaults=False`` (the default), the settings are the book's: sampling at
+    the models' temperature with ``top_k=0`` and ``top_p=1.0`` (:data:`BOOK_SAMPLING`; greedy at
+    temperature 0), and an assistant that drafts exactly ``k`` tokens per step (constant
+    schedule, no confidence cut-off).  With ``library_defaults=True``, ``generate`` gets only
+    ``do_sample`` and the temperature and the assistant keeps its own generation config
+    (``k`` must then be None): in transformers 5, top-k 50, 20 drafted tokens and a 0.4
+    confidence cut-off.  The draft's generation config is restored afterwards.
+
+    Random numbers come from PyTorch's global generator, seeded with ``torch.manual_seed(seed)``.
+    Forward hooks count the passes: each target pass is one step of the returned
+    :class:`speclib.core.decoding.GenerationStats` (proposed = drafts it scored, accepted =
+    tokens it kept of them, draft passes = assistant passes since the previous step).  The
+    library samples over its full logits width; use models whose width is the vocabulary.
+    """
+    from ..core.decoding import GenerationStats
+
+    models = {"target": target} if draft is None else {"target": target, "draft": draft}
+    if draft is None:
+        if not isinstance(target, HFModel):
+            raise TypeError(f"target: expected an HFModel, got {type(target).__name__}")
+        if k is not None:
+            raise ValueError("k: leave it None without a draft")
+    else:
+        check_pair(target, draft)
+        if target.temperature != draft.temperature:
+            raise ValueError(f"draft: temperature {draft.temperature:g} differs from the target's "
+                             f"{target.temperature:g}")
+        if library_defaults and k is not None:
+            raise ValueError("k: leave it None with library_defaults=True (the assistant's own setting is used)")
+        if not library_defaults:
+            if k is None:
+                raise ValueError("k: the number of drafted tokens per step is required with the book's settings")
+            k = as_int(k, "k", minimum=1)
+    prompt = as_tokens(prompt, "prompt", target.vocab_size, allow_empty=False)
+    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=1)
+    for name, m in models.items():
+        m._check_positions(prompt.size + max_new_tokens, f"max_new_tokens ({name})")
+    seed = as_int(seed, "seed", minimum=0)
+
+    temperature = target.temperature
+    kwargs: dict = {"max_new_tokens": max_new_tokens}
+    if temperature == 0:
+        kwargs["do_sample"] = False
+    else:
+        kwargs.update(do_sample=True, temperature=temperature)
+        if not library_defaults:
+            kwargs.update(BOOK_SAMPLING)
+    config = target.hf_model.config
+    pad = config.pad_token_id if config.pad_token_id is not None else (config.eos_token_id or 0)
+    if isinstance(pad, list):
+        pad = pad[0]
+
+    passes: list[tuple[int, int, int]] = []  # (cached length, fed tokens, draft passes before it)
+    drafted = [0]
+
+    def on_target(module, args, kw):
+        ids = kw.get("input_ids", args[0] if args else None)
+        past = kw.get("past_key_values")
+        passes.append((past.get_seq_length() if past is not None else 0, int(ids.shape[1]), drafted[0]))
+        drafted[0] = 0
+
+    def on_draft(module, args, kw):
+        drafted[0] += 1
+
+    hooks = [target.hf_model.register_forward_pre_hook(on_target, with_kwargs=True)]
+    saved, assistant_config = {}, None
+    if draft is not None:
+        kwargs["assistant_model"] = draft.hf_model
+        assistant_config = draft.hf_model.generation_config
+        saved = {name: getattr(assistant_config, name, None) for name in _assistant_settings(1)}
+        hooks.append(draft.hf_model.register_forward_pre_hook(on_draft, with_kwargs=True))
+    try:
+        if draft is not None and not library_defaults:
+            for name, value in _assistant_settings(k).items():
+                setattr(assistant_config, name, value)
+        ids = torch.as_tensor(prompt, device=target.device).reshape(1, -1)
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            out = target.hf_model.generate(ids, attention_mask=torch.ones_like(ids), pad_token_id=pad, **kwargs)
+    finally:
+        for h in hooks:
+            h.remove()
+        for name, value in saved.items():
+            setattr(assistant_config, name, value)
+
+    tokens = out[0, prompt.size:].cpu().numpy().astype(np.int64)
+    stats = GenerationStats()
+    cur = prompt.size
+    for i, (past, fed, draft_passes) in enumerate(passes):
+        proposed = past + fed - cur  # the candidates scored after the text so far
+        nxt = passes[i + 1][0] + 1 if i + 1 < len(passes) else prompt.size + tokens.size
+        emitted = nxt - cur
+        stats.record_step(proposed, emitted - 1, emitted, draft_passes)
+        cur = nxt
+    return tokens, stats
+
+
+def first_tokens_law(model, prompt: np.ndarray) -> np.ndarray:
+    """The exact law of the first two tokens after ``prompt``: ``out[a, b] = q(a | prompt) q(b | prompt, a)``.
+
+    One pass over the prompt and one one-token pass per first token ``a`` (``V + 1`` passes in
+    all) through ``model.cache()``, rolled back after each: the reference against which the
+    chapter tests the first two sampled tokens.
+    """
+    from ..core.cache import model_cache
+
+    prompt = as_tokens(prompt, "prompt", model.vocab_size, allow_empty=False)
+    cache = model_cache(model)
+    first = np.asarray(cache.extend(prompt))[-1]
+    out = np.empty((model.vocab_size, model.vocab_size))
+    for a in range(model.vocab_size):
+        out[a] = first[a] * np.asarray(cache.extend(np.array([a])))[0]
+        cache.rollback(prompt.size)
+    return out
