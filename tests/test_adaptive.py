@@ -1,7 +1,7 @@
 """Draft-length controllers, the fallback monitor and the hindsight oracle (speclib.core.adaptive).
 
 Exactness is checked twice: by enumerating every branch of the first few steps
-(controlled_sequence_distribution, to 1e-12), and by a seeded chi-square test on sampled
+(output_distribution, to 1e-12), and by a seeded chi-square test on sampled
 output.  PeekingStop, which decides from the drawn token itself, is the negative control
 both checks must catch.
 """
@@ -11,21 +11,18 @@ import pytest
 from scipy import stats
 
 from speclib.core.adaptive import (
-    AdaptiveStats,
     ConfidenceStop,
     FallbackMonitor,
     FixedK,
     HeuristicK,
     PeekingStop,
     Segment,
-    adaptive_generate,
-    controlled_sequence_distribution,
     hindsight_oracle,
     run_segments,
     speculation_pays,
 )
-from speclib.core.decoding import speculative_generate
-from speclib.core.exact import target_sequence_distribution
+from speclib.core.decoding import GenerationStats, speculative_generate
+from speclib.core.exact import output_distribution, target_sequence_distribution
 from speclib.lm.models import markov_pair
 from speclib.core.theory import optimal_k
 
@@ -145,7 +142,7 @@ def test_monitor_validation():
 def test_fixed_k_reproduces_speculative_generate():
     target, draft = markov_pair(vocab_size=16, draft_noise=0.4, seed=2)
     for seed in range(5):
-        a, sa = adaptive_generate(target, draft, [1], 57, FixedK(3), rng=seed)
+        a, sa = speculative_generate(target, draft, [1], 57, FixedK(3), rng=seed)
         b, sb = speculative_generate(target, draft, [1], 57, k=3, rng=seed)
         np.testing.assert_array_equal(a, b)
         assert (sa.target_passes, sa.draft_passes, sa.accepted) == (sb.target_passes, sb.draft_passes, sb.accepted)
@@ -154,7 +151,7 @@ def test_fixed_k_reproduces_speculative_generate():
 def test_stats_count_every_draft_pass():
     target, draft = markov_pair(vocab_size=16, draft_noise=0.4, seed=2, concentration=0.1)
     ctrl = ConfidenceStop(p_min=0.3, k_max=6)
-    tokens, st = adaptive_generate(target, draft, [0], 300, ctrl, rng=4)
+    tokens, st = speculative_generate(target, draft, [0], 300, ctrl, rng=4)
     assert tokens.shape == (300,) and st.tokens_generated == 300 == sum(st.tokens_per_step)
     stopped_early = sum(k < 6 for k in st.k_per_step[:-1])  # the last step may be capped instead
     assert st.draft_passes >= sum(st.k_per_step) + stopped_early - 1
@@ -167,11 +164,11 @@ def test_monitor_falls_back_on_a_useless_draft_and_keeps_a_good_one():
     target, bad = markov_pair(vocab_size=16, draft_noise=1.0, seed=0, concentration=0.05)
     _, good = markov_pair(vocab_size=16, draft_noise=0.05, seed=0, concentration=0.05)
     mon_bad = FallbackMonitor(FixedK(4), c=0.5)
-    _, st_bad = adaptive_generate(target, bad, [0], 400, mon_bad, rng=1)
+    _, st_bad = speculative_generate(target, bad, [0], 400, mon_bad, rng=1)
     mon_good = FallbackMonitor(FixedK(4), c=0.5)
-    _, st_good = adaptive_generate(target, good, [0], 400, mon_good, rng=1)
+    _, st_good = speculative_generate(target, good, [0], 400, mon_good, rng=1)
     assert np.mean(mon_bad.history) < 0.5 < np.mean(mon_good.history)
-    assert st_bad.speedup(0.5) > adaptive_generate(target, bad, [0], 400, FixedK(4), rng=1)[1].speedup(0.5)
+    assert st_bad.speedup(0.5) > speculative_generate(target, bad, [0], 400, FixedK(4), rng=1)[1].speedup(0.5)
 
 
 def test_run_segments_carries_state_and_splits_by_label():
@@ -192,12 +189,12 @@ def test_run_segments_carries_state_and_splits_by_label():
 def test_decoder_validation():
     target, draft = small_pair()
     with pytest.raises(TypeError, match="controller"):
-        adaptive_generate(target, draft, [0], 5, 4, rng=0)
+        speculative_generate(target, draft, [0], 5, "four", rng=0)
     with pytest.raises(ValueError, match="prompt"):
-        adaptive_generate(target, draft, [7], 5, FixedK(2), rng=0)
+        speculative_generate(target, draft, [7], 5, FixedK(2), rng=0)
     other, _ = markov_pair(vocab_size=4, seed=0)
     with pytest.raises(ValueError, match="vocabulary"):
-        adaptive_generate(other, draft, [0], 5, FixedK(2), rng=0)
+        speculative_generate(other, draft, [0], 5, FixedK(2), rng=0)
 
 
 # --- exactness ------------------------------------------------------------------------------
@@ -210,7 +207,7 @@ def test_every_controller_is_exact_by_enumeration(pair):
     for prefix in ([0], [2]):
         want = target_sequence_distribution(target, prefix, 4)
         for ctrl in exact_controllers(draft):
-            got = controlled_sequence_distribution(target, draft, prefix, 4, ctrl)
+            got = output_distribution(target, draft, prefix, 4, ctrl)
             assert np.abs(got - want).max() < TOLERANCE, ctrl.name
 
 
@@ -219,7 +216,7 @@ def test_controllers_exact_on_a_second_order_pair(second_order_pair):
     want = target_sequence_distribution(target, [1, 2], 3)
     ctrls = [HeuristicK(1), ConfidenceStop(0.5, 2), FallbackMonitor(FixedK(2), c=0.7, window=1, min_samples=1, probe_every=1)]
     for ctrl in ctrls:
-        got = controlled_sequence_distribution(target, draft, [1, 2], 3, ctrl)
+        got = output_distribution(target, draft, [1, 2], 3, ctrl)
         assert np.abs(got - want).max() < TOLERANCE, ctrl.name
 
 
@@ -227,7 +224,7 @@ def test_controllers_exact_on_a_second_order_pair(second_order_pair):
 def test_peeking_stop_fails_the_exact_check(pair):
     target, draft = pair()
     peek = PeekingStop(p_min_between_rows(draft), k_max=3)
-    errors = [np.abs(controlled_sequence_distribution(target, draft, prefix, 3, peek)
+    errors = [np.abs(output_distribution(target, draft, prefix, 3, peek)
                      - target_sequence_distribution(target, prefix, 3)).max() for prefix in ([0], [1], [2])]
     assert max(errors) > DETECTABLE
 
@@ -249,7 +246,7 @@ def chi_square_pvalue(make_controller, seed):
     vocab = target.vocab_size
     counts = np.zeros(vocab**LENGTH)
     for _ in range(N_SAMPLES):
-        tokens, _ = adaptive_generate(target, draft, [0], LENGTH, make_controller(draft), rng)
+        tokens, _ = speculative_generate(target, draft, [0], LENGTH, make_controller(draft), rng)
         counts[np.ravel_multi_index(tuple(tokens), (vocab,) * LENGTH)] += 1
     expected = target_sequence_distribution(target, [0], LENGTH).ravel() * N_SAMPLES
     keep = expected > 0
@@ -290,7 +287,7 @@ def test_oracle_is_a_ceiling_for_any_choice_on_the_same_pattern():
 
 def test_oracle_tops_the_controllers_on_a_run():
     target, draft = markov_pair(vocab_size=32, draft_noise=0.5, seed=0, concentration=0.1)
-    _, fixed = adaptive_generate(target, draft, [0], 500, FixedK(8), rng=3)
+    _, fixed = speculative_generate(target, draft, [0], 500, FixedK(8), rng=3)
     oracle = hindsight_oracle(fixed.accepted_per_step, 8, c=0.1)
     assert oracle.tokens == fixed.tokens_generated or oracle.tokens >= fixed.tokens_generated - 8
     assert oracle.speedup(0.1) > fixed.speedup(0.1)
@@ -306,7 +303,7 @@ def test_oracle_validation():
 
 
 def test_adaptive_stats_is_generation_stats():
-    st = AdaptiveStats(tokens_generated=10, target_passes=4, draft_passes=8)
+    st = GenerationStats(tokens_generated=10, target_passes=4, draft_passes=8)
     assert st.walltime(0.25) == 6.0 and st.speedup(0.25) == pytest.approx(10 / 6)
     assert "tokens=10" in st.summary()
 
@@ -359,7 +356,7 @@ def test_controller_view_and_figures():
     ax = plot_controller_comparison(compare_controllers(target, draft, [[0]], 60, [0.0, 0.5], seed=0))
     assert ax.get_xlabel().startswith("cost ratio") and len(ax.get_lines()) == 6
     mon = FallbackMonitor(FixedK(3), c=0.5, window=4, min_samples=2)
-    _, st = adaptive_generate(target, draft, [0], 80, mon, rng=0)
+    _, st = speculative_generate(target, draft, [0], 80, mon, rng=0)
     ax = plot_fallback_trace(mon.estimates, mon.history, 0.5, st.tokens_per_step, boundaries=[40])
     assert ax.get_ylabel() == "acceptance rate"
     plt.close("all")
@@ -479,16 +476,16 @@ def test_monitor_probes_when_the_wrapped_controller_chooses_zero():
     bare = _ZeroAfterRejection()
     bare.update(2, 0)
     target, draft = small_pair()
-    _, st = adaptive_generate(target, draft, [0], 40, bare, rng=0)
+    _, st = speculative_generate(target, draft, [0], 40, bare, rng=0)
     assert max(st.k_per_step) == 0
-    _, st = adaptive_generate(target, draft, [0], 40, FallbackMonitor(_ZeroAfterRejection(), c=0.1, probe_every=3), rng=0)
+    _, st = speculative_generate(target, draft, [0], 40, FallbackMonitor(_ZeroAfterRejection(), c=0.1, probe_every=3), rng=0)
     assert max(st.k_per_step) > 0
 
 
 def test_monitor_around_a_zero_choosing_controller_is_exact():
     target, draft = small_pair()
     mon = FallbackMonitor(_ZeroAfterRejection(), c=0.1, window=3, probe_every=1, min_samples=3)
-    dist = controlled_sequence_distribution(target, draft, [0], 4, mon)
+    dist = output_distribution(target, draft, [0], 4, mon)
     assert np.abs(dist - target_sequence_distribution(target, [0], 4)).max() < TOLERANCE
 
 
@@ -503,7 +500,7 @@ def test_compare_controllers_shortcut_equals_running_the_monitor():
         runs = []
         for j, prompt in enumerate(prompts):
             mon = FallbackMonitor(FixedK(4), c)
-            runs.append(adaptive_generate(target, draft, prompt, 150, mon, rng=3 + j)[1])
+            runs.append(speculative_generate(target, draft, prompt, 150, mon, rng=3 + j)[1])
             fell_back.append(not all(mon.history))
         want = sum(r.tokens_generated for r in runs) / sum(r.walltime(c) for r in runs)
         assert cmp.speedup["fixed K=4 + fallback"][i] == pytest.approx(want, rel=1e-12)

@@ -126,3 +126,111 @@ def test_record_step_counts_the_first_rejection_only():
     assert s.tokens_per_step == [2, 5, 1]
     s.record_step(proposed=3, accepted=0, emitted=1, draft_passes=0)  # prompt lookup: no draft pass
     assert s.draft_passes == 8 and s.draft_verified == 7
+
+
+# --- the one loop's parts: caches, row checks, counters, timings ------------------------------
+
+from speclib import _validate  # noqa: E402
+from speclib.core import cache as cache_module  # noqa: E402
+from speclib.core.cache import ModelCache, RecomputeCache, checked_rows, model_cache  # noqa: E402
+from speclib.core.decoding import autoregressive_generate  # noqa: E402
+from speclib.core.policies import FallbackMonitor, FixedK  # noqa: E402
+from speclib.core.proposers import MultiDraft, PromptLookup  # noqa: E402
+from speclib.core.sampling import verify  # noqa: E402
+from speclib.lm.models import MarkovModel  # noqa: E402
+
+
+class _Rows:
+    """A model that returns whatever rows it is told to (to test the loop's checks)."""
+
+    context_length = None
+
+    def __init__(self, vocab, row):
+        self.vocab_size, self.row = vocab, np.asarray(row, dtype=float)
+
+    def __call__(self, tokens):
+        return np.tile(self.row, (len(tokens), 1))
+
+
+def test_generic_cache_follows_the_protocol_and_equals_a_fresh_computation():
+    target, _ = markov_pair(vocab_size=5, seed=2)
+    cache = model_cache(target)
+    assert isinstance(cache, RecomputeCache) and isinstance(cache, ModelCache)
+    text = np.array([0, 3, 1, 4, 2, 2])
+    rows = cache.extend(text[:4])
+    np.testing.assert_allclose(rows, target(text[:4]))
+    cache.rollback(2)
+    np.testing.assert_array_equal(cache.tokens, text[:2])
+    np.testing.assert_allclose(cache.extend(text[2:]), target(text)[2:])
+    with pytest.raises(ValueError, match="cannot roll forward"):
+        cache.rollback(len(cache) + 1)
+    with pytest.raises(ValueError, match="out of range"):
+        cache.extend(np.array([7]))
+
+
+@pytest.mark.parametrize("row, what", [([np.nan, 0.5, 0.5], "NaN"), ([-0.1, 0.6, 0.5], "negative"),
+                                       ([0.3, 0.3, 0.3], "sums to")])
+def test_bad_model_rows_are_refused_naming_the_model(row, what):
+    good, _ = markov_pair(vocab_size=3, seed=0)
+    bad = _Rows(3, row)
+    with pytest.raises(ValueError, match=f"target: .*{what}"):
+        speculative_generate(bad, good, [0], 5, 2, rng=0)
+    with pytest.raises(ValueError, match=f"draft: .*{what}"):
+        speculative_generate(good, bad, [0], 5, 2, rng=0)
+    with pytest.raises(ValueError, match=f"model: .*{what}"):
+        autoregressive_generate(bad, [0], 5, rng=0)
+
+
+def test_row_sum_tolerance_is_the_named_constant_and_small():
+    """Rows off by more than _validate.SUM_TOLERANCE are refused; the constant stays below 1e-3."""
+    tol = _validate.SUM_TOLERANCE
+    assert 0 < tol <= 1e-3
+    for off in (2 * tol, 1e-3, 1e-2):
+        row = np.array([0.5, 0.5 + off])
+        with pytest.raises(ValueError, match="sums to"):
+            checked_rows(row[None, :], "target")
+        with pytest.raises(ValueError, match="sums to"):
+            verify([0], [[0.5, 0.5]], [row, [0.5, 0.5]], rng=0)
+    checked_rows(np.array([[0.5, 0.5 + tol / 2]]), "target")  # rounding-sized: accepted
+    assert cache_module.SUM_TOLERANCE is tol  # one constant, not a copy
+
+
+def test_counters_of_every_variant_on_full_and_last_steps():
+    """proposed / verified / passes per step: 10 tokens with k = 4 end with a step of 2 drafts."""
+    target, draft = markov_pair(vocab_size=4, draft_noise=0.0, seed=1)  # draft == target: all accepted
+    _, st = speculative_generate(target, draft, [0], 10, 4, rng=0)
+    assert st.k_per_step == [4, 4] and st.tokens_per_step == [5, 5]
+    _, st = speculative_generate(target, draft, [0], 11, 4, rng=0)
+    assert st.k_per_step == [4, 4, 1]  # the last step drafts only what is still needed
+    assert (st.draft_proposed, st.draft_verified, st.draft_passes) == (9, 9, 9)
+    _, st = speculative_generate(target, MultiDraft(draft, 3), [0], 11, 4, rng=0)
+    assert st.k_per_step == [4, 4, 1]
+    assert (st.draft_proposed, st.draft_passes, st.draft_verified) == (27, 27, 9)  # every sequence proposed
+    cycle = MarkovModel(np.roll(np.eye(4), 1, axis=1))  # writes 0 1 2 3 0 1 ...: lookup always right
+    _, st = speculative_generate(cycle, PromptLookup(), [0, 1, 2, 3, 0], 11, 4, rng=0)
+    assert st.k_per_step == [4, 4, 1] and st.tokens_per_step == [5, 5, 1]  # the last step: 1 draft, not 4
+    assert (st.draft_proposed, st.draft_verified, st.draft_passes) == (9, 9, 0)
+    wrong = MarkovModel(np.roll(np.eye(4), 2, axis=1))  # proposes 2 ahead: every draft rejected
+    _, st = speculative_generate(cycle, wrong, [0], 6, 3, rng=0)
+    assert st.accepted == 0 and st.draft_verified == st.target_passes  # one judged per step
+    assert st.draft_proposed == sum(st.k_per_step)
+
+
+def test_fallback_monitor_counts_only_judged_drafts():
+    mon = FallbackMonitor(FixedK(4), c=0.3, window=40, min_samples=1)
+    for drafted, accepted in [(4, 1), (4, 0), (4, 4), (4, 2)]:
+        mon.draft_length()
+        mon.update(drafted, accepted)
+    # judged: 1 + 1 rejection, 0 + 1, 4 + 0, 2 + 1 -> 7 accepted of 10 judged (unjudged ones not counted)
+    assert mon.alpha_estimate == pytest.approx(7 / 10)
+    assert mon.speculating
+
+
+def test_timings_record_the_forward_passes():
+    target, draft = markov_pair(vocab_size=5, seed=0)
+    timings = {}
+    speculative_generate(target, draft, [0], 30, 3, rng=0, timings=timings)
+    assert set(timings) == {"target", "draft", "total"}
+    assert 0 < timings["target"] + timings["draft"] < timings["total"]
+    with pytest.raises(TypeError, match="timings"):
+        speculative_generate(target, draft, [0], 3, 3, rng=0, timings=[])

@@ -1,8 +1,9 @@
-"""The theorem, checked exactly: every branch of one speculative step enumerated.
+"""The theorem, checked exactly: the shipped loop run along every branch of its random choices.
 
-For context-dependent models (the distribution depends on earlier tokens), the
-distribution of the first k + 1 generated tokens must equal the target's own to 1e-12,
-and each faulty verifier in speclib.book.broken must be caught by the same check.
+speclib.core.exact.output_distribution drives speculative_generate (and so verify itself)
+with a Replay chooser.  For context-dependent models (the distribution depends on earlier
+tokens), the distribution of the first generated tokens must equal the target's own to
+1e-12, and each faulty verifier in speclib.book.broken must be caught by the same check.
 """
 
 import numpy as np
@@ -10,10 +11,12 @@ import pytest
 
 from speclib import markov_pair
 from speclib.book import broken
+from speclib.core import sampling
 from speclib.core.exact import (
+    MAX_PATHS,
+    Replay,
     max_abs_error,
-    speculative_block_distribution,
-    speculative_sequence_distribution,
+    output_distribution,
     target_sequence_distribution,
 )
 
@@ -49,11 +52,31 @@ def test_unrelated_draft_still_exact():
     assert max_abs_error(target, wrong, [2], 3) < TOLERANCE
 
 
-def test_block_probabilities_sum_to_one_and_lengths():
+def test_law_sums_to_one():
     target, draft = markov(3, seed=4)
-    blocks = speculative_block_distribution(target, draft, [0], 3)
-    assert sum(blocks.values()) == pytest.approx(1.0, abs=1e-12)
-    assert {len(b) for b in blocks} <= {1, 2, 3, 4}
+    assert output_distribution(target, draft, [0], 4, 3).sum() == pytest.approx(1.0, abs=1e-12)
+
+
+def test_the_enumeration_runs_the_shipped_verify(monkeypatch):
+    """Break verify's own step (the residual) and the exact check must see it."""
+    target, draft = markov(3, seed=5)
+    assert max_abs_error(target, draft, [0], 2) < TOLERANCE
+    def resample_from_q(draft_tokens, p_draft, q_target, choose, *, bonus=True, **_):
+        return sampling._ratio_step(draft_tokens, p_draft, q_target, choose, bonus=bonus, correct=lambda p, q: q)
+
+    monkeypatch.setattr(sampling.verify, "step", resample_from_q)
+    assert max_abs_error(target, draft, [0], 2) > DETECTABLE
+
+
+def test_replay_walks_every_branch_with_its_probability():
+    paths, scripts = [], [[]]
+    while scripts:
+        choose = Replay(scripts.pop())
+        first = choose.token(np.array([0.5, 0.0, 0.5]))
+        heads = choose.coin(0.25)
+        paths.append((first, heads, choose.prob))
+        scripts.extend(choose.branches())
+    assert sorted(paths) == [(0, False, 0.375), (0, True, 0.125), (2, False, 0.375), (2, True, 0.125)]
 
 
 def test_target_sequence_distribution_sums_to_one():
@@ -63,14 +86,14 @@ def test_target_sequence_distribution_sums_to_one():
 
 def test_first_token_marginal_is_q():
     target, draft = markov(4, seed=8)
-    spec = speculative_sequence_distribution(target, draft, [2], 2)
+    spec = output_distribution(target, draft, [2], 3, 2)
     np.testing.assert_allclose(spec.sum(axis=(1, 2)), target([2])[0], atol=TOLERANCE)
 
 
 @pytest.mark.parametrize("variant", broken.FAULTY, ids=lambda v: v.name)
 def test_faulty_verifiers_fail_the_exact_check(variant):
     target, draft = markov(3, seed=5)
-    errors = [max_abs_error(target, draft, prefix, 2, **variant.hooks) for prefix in ([0], [1], [2])]
+    errors = [max_abs_error(target, draft, prefix, 2, verifier=variant.verifier) for prefix in ([0], [1], [2])]
     assert max(errors) > DETECTABLE, f"{variant.name} slipped through the exact check"
 
 
@@ -79,15 +102,30 @@ def test_ratio_without_min_is_ill_formed():
     see test_statistical.py)."""
     target, draft = markov(3, seed=5)
     with pytest.raises(ValueError, match=r"accept: returned .* must lie in \[0, 1\]"):
-        max_abs_error(target, draft, [0], 2, **broken.RATIO_WITHOUT_MIN.hooks)
+        max_abs_error(target, draft, [0], 2, verifier=broken.RATIO_WITHOUT_MIN.verifier)
 
 
-def test_correct_variant_passes_through_the_same_hooks():
+def test_correct_variant_is_verify_itself():
     target, draft = markov(3, seed=5)
-    assert max_abs_error(target, draft, [0], 2, **broken.CORRECT.hooks) < TOLERANCE
+    assert broken.CORRECT.verifier is sampling.verify
+    assert max_abs_error(target, draft, [0], 2, verifier=broken.CORRECT.verifier) < TOLERANCE
 
 
 def test_enumeration_refuses_huge_problems():
     target, draft = markov_pair(vocab_size=64, seed=0)
     with pytest.raises(ValueError, match="too many"):
-        speculative_block_distribution(target, draft, [0], 4)
+        output_distribution(target, draft, [0], 4, 3)
+    with pytest.raises(ValueError, match="limit 200,000"):
+        output_distribution(target, draft, [0], 10**9, 3)  # refused at once: no 64 ** 1e9 is computed
+    with pytest.raises(ValueError, match="too many"):
+        target_sequence_distribution(target, [0], 10**9)
+
+
+def test_enumeration_refuses_too_many_paths(monkeypatch):
+    from speclib.core import exact
+
+    monkeypatch.setattr(exact, "MAX_PATHS", 10)
+    target, draft = markov(3, seed=5)
+    with pytest.raises(ValueError, match="more than 10 paths"):
+        output_distribution(target, draft, [0], 3, 2)
+    assert MAX_PATHS > 10

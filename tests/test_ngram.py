@@ -138,7 +138,7 @@ def test_speculative_decoding_is_exact_with_ngram_models(target_order, draft_ord
 def test_exact_check_catches_faulty_verifiers_on_ngram_models(variant):
     text = tiny_text()
     target, draft = NGramModel(text, 3, vocab_size=3), NGramModel(text[::-1], 1, vocab_size=3)
-    assert total_variation(target, draft, [2, 1], 2, **variant.hooks) > 1e-3
+    assert total_variation(target, draft, [2, 1], 2, verifier=variant.verifier) > 1e-3
 
 
 N_SAMPLES = 3000

@@ -15,8 +15,6 @@ from speclib.lm.transformer import (
     KVCache,
     Transformer,
     TransformerConfig,
-    cached_autoregressive_generate,
-    cached_speculative_generate,
     heldout_cross_entropy,
     blas_threads,
     load_transformer,
@@ -215,15 +213,25 @@ def test_window_start_keeps_windows_between_half_and_full_block():
             assert s % (block // 2) == 0
 
 
-# --------------------------------------------------------------------------- cached decoding loops
+# --------------------------------------------------------------------------- decoding through the cache
+
+
+class Uncached:
+    """The same transformer without its cache: the loops then recompute every pass from the text."""
+
+    def __init__(self, model):
+        self.model, self.vocab_size = model, model.vocab_size
+
+    def __call__(self, tokens):
+        return self.model(tokens)
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_cached_autoregressive_draws_the_same_tokens(seed):
     model = random_transformer(CONFIGS[0], seed=seed)
     prompt = tokens_for(CONFIGS[0], 3, seed=seed)
-    a, sa = autoregressive_generate(model, prompt, 30, rng=seed)
-    b, sb = cached_autoregressive_generate(model, prompt, 30, rng=seed)
+    a, sa = autoregressive_generate(Uncached(model), prompt, 30, rng=seed)
+    b, sb = autoregressive_generate(model, prompt, 30, rng=seed)
     assert a.tolist() == b.tolist() and sa == sb
 
 
@@ -240,15 +248,15 @@ def test_cached_speculative_draws_the_same_tokens(k, bonus):
     target, draft = random_transformer(cfg, seed=10), random_transformer(cfg, seed=11, scale=0.3)
     for seed in range(2):
         prompt = tokens_for(cfg, 1 + seed, seed=seed)
-        a, sa = speculative_generate(target, draft, prompt, 30, k=k, rng=seed, bonus=bonus)
-        b, sb = cached_speculative_generate(target, draft, prompt, 30, k=k, rng=seed, bonus=bonus)
+        a, sa = speculative_generate(Uncached(target), Uncached(draft), prompt, 30, k=k, rng=seed, bonus=bonus)
+        b, sb = speculative_generate(target, draft, prompt, 30, k=k, rng=seed, bonus=bonus)
         assert a.tolist() == b.tolist()
         assert sa == sb
 
 
 def test_cached_speculative_with_the_target_as_draft_accepts_everything():
     target = random_transformer(CONFIGS[1], seed=0)
-    tokens, stats = cached_speculative_generate(target, target, [0], 40, k=4, rng=0)
+    tokens, stats = speculative_generate(target, target, [0], 40, k=4, rng=0)
     assert stats.acceptance_rate == 1.0 and stats.target_passes == 8
 
 
@@ -322,11 +330,11 @@ def test_bad_input_names_the_argument():
     with pytest.raises(ValueError, match="wpe"):
         Transformer(CONFIGS[0], bad)
     with pytest.raises(TypeError, match="target"):
-        cached_speculative_generate(lambda t: t, model, [0], 5, k=2, rng=0)
+        speculative_generate(lambda t: t, model, [0], 5, k=2, rng=0)
     with pytest.raises(ValueError, match="draft"):
-        cached_speculative_generate(model, random_transformer(CONFIGS[1]), [0], 5, k=2, rng=0)
+        speculative_generate(model, random_transformer(CONFIGS[1]), [0], 5, k=2, rng=0)
     with pytest.raises(ValueError, match="prompt"):
-        cached_autoregressive_generate(model, [], 5, rng=0)
+        autoregressive_generate(model, [], 5, rng=0)
     with pytest.raises(TypeError, match="model"):
         KVCache("not a model")
     with pytest.raises(FileNotFoundError, match="path"):

@@ -13,38 +13,32 @@ import pytest
 from scipy import stats
 
 from speclib.book import broken
+from speclib.core.audit import audit
 from speclib.core.decoding import speculative_generate
-from speclib.core.exact import target_sequence_distribution
+from speclib.core.exact import output_distribution, step_distribution, target_sequence_distribution
+from speclib.core.proposers import MultiDraft, PromptLookup
 from speclib.lm.models import MarkovModel, fixed_pair, markov_pair
 from speclib.core.sampling import acceptance_rate, verify
 from speclib.core.theory import expected_tokens_per_pass
 from speclib.core.variants import (
     ArgmaxDraft,
-    ModelCache,
+    RecurrentCache,
     RecurrentModel,
     accepted_length,
     batch_generate,
-    cached_speculative_generate,
     entropy,
-    exact_match_block_distribution,
     exact_match_fresh_draw,
     exact_match_verify,
     expected_block_extremes,
     greedy_match_verify,
-    lookup_block_distribution,
     lookup_draft,
-    lookup_generate,
     match_acceptance,
     multi_draft_acceptance,
-    multi_draft_block_distribution,
-    multi_draft_generate,
     multi_draft_verify,
     recurrent_pair,
     recursive_rejection_rates,
-    sequence_distribution,
     total_variation,
     typical_acceptance,
-    typical_block_distribution,
     typical_first_token,
     typical_threshold,
     typical_verify,
@@ -68,9 +62,14 @@ def wrong_draft_pair():
     return target, draft
 
 
-def tv_from_target(target, prefix, blocks, length=LENGTH):
-    return total_variation(sequence_distribution(target, prefix, blocks, length),
+def tv_from_target(target, draft, prefix, k, length=LENGTH, **options):
+    """Total variation between the loop's exact law (this draft or proposer, this k) and the target's."""
+    return total_variation(output_distribution(target, draft, prefix, length, k, **options),
                            target_sequence_distribution(target, prefix, length))
+
+
+def multi_draft(recursive=True):
+    return functools.partial(multi_draft_verify, recursive=recursive)
 
 
 def chi_square_pvalue(sample, expected_probs, seed):
@@ -102,7 +101,7 @@ def test_lookup_draft_prefers_long_and_recent_matches():
 def test_lookup_generate_needs_no_draft_and_accepts_copies():
     # A target that repeats a cycle deterministically: lookup proposals are always right.
     target = MarkovModel(np.roll(np.eye(5), 1, axis=1))
-    tokens, st = lookup_generate(target, [0, 1, 2, 3, 4, 0], 40, k=4, rng=0)
+    tokens, st = speculative_generate(target, PromptLookup(), [0, 1, 2, 3, 4, 0], 40, k=4, rng=0)
     np.testing.assert_array_equal(tokens, np.arange(1, 41) % 5)
     assert st.draft_passes == 0 and st.tokens_per_target_pass == pytest.approx(5.0)
 
@@ -110,18 +109,18 @@ def test_lookup_generate_needs_no_draft_and_accepts_copies():
 @pytest.mark.parametrize("prefix", [[0, 1, 2, 0, 1], [2, 2, 1, 2], [1, 0, 1]])
 def test_lookup_is_exact_by_enumeration(prefix):
     target, _ = small_pair()
-    assert tv_from_target(target, prefix, lookup_block_distribution(target, prefix, 2)) < TOLERANCE
+    assert tv_from_target(target, PromptLookup(), prefix, 2) < TOLERANCE
 
 
 def test_greedy_match_verification_is_caught():
     target, _ = small_pair(5)
     prefixes = [[0, 1, 2, 0, 1], [2, 2, 1, 2], [1, 0, 1], [0, 0], [2, 1, 2, 1]]
-    tvs = [tv_from_target(target, pr, lookup_block_distribution(target, pr, 2, greedy=True)) for pr in prefixes]
+    tvs = [tv_from_target(target, PromptLookup(), pr, 2, verifier=greedy_match_verify) for pr in prefixes]
     assert max(tvs) > DETECTABLE
 
 
 def lookup_sampler(target, prompt, verifier):
-    return lambda rng: lookup_generate(target, prompt, LENGTH, k=2, rng=rng, verifier=verifier)[0]
+    return lambda rng: speculative_generate(target, PromptLookup(), prompt, LENGTH, k=2, rng=rng, verifier=verifier)[0]
 
 
 def test_lookup_sampler_chi_square_and_negative_control():
@@ -167,12 +166,12 @@ def test_multi_draft_acceptance_matches_sampling():
 def test_multi_draft_is_exact_by_enumeration(k, m):
     target, draft = small_pair()
     for prefix in ([0], [2]):
-        assert tv_from_target(target, prefix, multi_draft_block_distribution(target, draft, prefix, k, m), k + 1) < TOLERANCE
+        assert tv_from_target(target, MultiDraft(draft, m), prefix, k, k + 1) < TOLERANCE
 
 
 def test_non_recursive_multi_draft_is_caught():
     target, draft = wrong_draft_pair()
-    tvs = [tv_from_target(target, pr, multi_draft_block_distribution(target, draft, pr, 1, 3, recursive=False), 2)
+    tvs = [tv_from_target(target, MultiDraft(draft, 3), pr, 1, 2, verifier=multi_draft(recursive=False))
            for pr in ([0], [1], [2])]
     assert max(tvs) > DETECTABLE
 
@@ -182,7 +181,8 @@ def test_multi_draft_sampler_chi_square_and_negative_control():
     want = target_sequence_distribution(target, [0], LENGTH)
 
     def sampler(recursive):
-        return lambda rng: multi_draft_generate(target, draft, [0], LENGTH, k=1, m=3, rng=rng, recursive=recursive)[0]
+        return lambda rng: speculative_generate(target, MultiDraft(draft, 3), [0], LENGTH, 1, rng,
+                                                verifier=multi_draft(recursive))[0]
 
     assert chi_square_pvalue(sampler(True), want, seed=3) > ALPHA_LEVEL
     assert chi_square_pvalue(sampler(False), want, seed=4) < ALPHA_LEVEL
@@ -191,7 +191,7 @@ def test_multi_draft_sampler_chi_square_and_negative_control():
 def test_one_draft_reproduces_speculative_generate():
     target, draft = markov_pair(vocab_size=12, draft_noise=0.5, seed=4)
     for seed in range(4):
-        a, sa = multi_draft_generate(target, draft, [3], 41, k=3, m=1, rng=seed)
+        a, sa = speculative_generate(target, MultiDraft(draft, 1), [3], 41, k=3, rng=seed)
         b, sb = speculative_generate(target, draft, [3], 41, k=3, rng=seed)
         np.testing.assert_array_equal(a, b)
         assert sa.draft_passes == sb.draft_passes
@@ -218,35 +218,25 @@ def test_targets_favourite_always_passes():
 def test_typical_first_token_closed_form():
     target, draft = markov_pair(vocab_size=5, draft_noise=0.6, seed=2)
     p, q = draft([1])[0], target([1])[0]
-    blocks = typical_block_distribution(target, draft, [1], 1, epsilon=0.2, delta=0.45)
-    first = np.zeros(5)
-    for block, prob in blocks.items():
-        first[block[0]] += prob
+    ver = functools.partial(typical_verify, epsilon=0.2, delta=0.45)
+    first = output_distribution(target, draft, [1], 1, 1, verifier=ver)
     np.testing.assert_allclose(first, typical_first_token(p, q, 0.2, 0.45), atol=TOLERANCE)
     assert typical_first_token(p, q, 0.2, 0.45).sum() == pytest.approx(1.0)
 
 
 def test_typical_acceptance_is_lossy_and_its_sampler_matches_its_enumeration():
     target, draft = small_pair()
-    blocks = typical_block_distribution(target, draft, [0], 2, epsilon=0.3, delta=0.55)
-    assert sum(blocks.values()) == pytest.approx(1.0)
-    lossy = sequence_distribution(target, [0], blocks, LENGTH)
-    assert total_variation(lossy, target_sequence_distribution(target, [0], LENGTH)) > DETECTABLE
     ver = functools.partial(typical_verify, epsilon=0.3, delta=0.55)
+    lossy = output_distribution(target, draft, [0], LENGTH, 2, verifier=ver)  # the loop's own law
+    assert lossy.sum() == pytest.approx(1.0)
+    assert total_variation(lossy, target_sequence_distribution(target, [0], LENGTH)) > DETECTABLE
 
-    def sample(rng):  # one typical step, then the target for the rest (as the enumeration assumes)
-        first, _ = speculative_generate(target, draft, [0], LENGTH, k=2, rng=rng, verifier=ver)
-        return first
+    def decode(n, rng):
+        return speculative_generate(target, draft, [0], n, k=2, rng=rng, verifier=ver)[0]
 
-    # Several typical steps in a row differ from "one step, then the target"; k = 2 and
-    # LENGTH = 3 make the first step cover the whole horizon when all drafts pass, so compare
-    # against the enumeration only on the first token's marginal, exactly as sampled.
-    rng = np.random.default_rng(5)
-    firsts = np.bincount([sample(rng)[0] for _ in range(N_SAMPLES)], minlength=3)
-    want = lossy.sum(axis=(1, 2)) * N_SAMPLES
-    assert stats.chisquare(firsts, want).pvalue > ALPHA_LEVEL
-    exact_first = target_sequence_distribution(target, [0], 1) * N_SAMPLES
-    assert stats.chisquare(firsts, exact_first).pvalue < ALPHA_LEVEL
+    # The enumeration is of the very loop that samples: compare whole sequences (rare ones pooled).
+    assert audit(decode, lossy, n_samples=N_SAMPLES, rng=5).pvalue > ALPHA_LEVEL
+    assert audit(decode, target_sequence_distribution(target, [0], LENGTH), n_samples=N_SAMPLES, rng=5).pvalue < ALPHA_LEVEL
 
 
 def test_typical_validation():
@@ -270,13 +260,12 @@ def test_argmax_draft_is_a_point_mass_at_the_draft_favourite():
 def test_exact_match_is_exact_by_enumeration(k):
     target, draft = small_pair()
     for prefix in ([0], [1]):
-        assert tv_from_target(target, prefix, exact_match_block_distribution(target, draft, prefix, k), k + 1) < TOLERANCE
+        assert tv_from_target(target, draft, prefix, k, k + 1, verifier=exact_match_verify) < TOLERANCE
 
 
 def test_fresh_draw_on_mismatch_is_caught():
     target, draft = wrong_draft_pair()
-    blocks = exact_match_block_distribution(target, draft, [0], 2, fresh_draw=True)
-    assert tv_from_target(target, [0], blocks) > DETECTABLE
+    assert tv_from_target(target, draft, [0], 2, verifier=exact_match_fresh_draw) > DETECTABLE
 
 
 def test_exact_match_sampler_chi_square_and_negative_control():
@@ -369,7 +358,8 @@ def test_cache_after_rollback_equals_a_fresh_computation():
     model = RecurrentModel(vocab_size=6, hidden_size=8, seed=1)
     rng = np.random.default_rng(0)
     text = rng.integers(0, 6, size=30)
-    cache = ModelCache(model)
+    cache = model.cache()
+    assert isinstance(cache, RecurrentCache)
     rows = cache.extend(text[:20])
     np.testing.assert_array_equal(rows, model(text[:20]))
     cache.rollback(12)
@@ -378,7 +368,7 @@ def test_cache_after_rollback_equals_a_fresh_computation():
     rows = cache.extend(text[12:30])  # read a different continuation after the cut
     np.testing.assert_array_equal(cache.states, model.states(text))
     np.testing.assert_array_equal(rows, model(text)[12:])
-    assert cache.positions_computed == 38
+    assert model.positions_computed == 38
     cache.rollback(0)
     assert len(cache) == 0
     with pytest.raises(ValueError, match="cannot roll forward"):
@@ -387,37 +377,69 @@ def test_cache_after_rollback_equals_a_fresh_computation():
 
 def test_stale_cache_differs_from_a_fresh_computation():
     model = RecurrentModel(vocab_size=6, hidden_size=8, seed=1)
-    cache = ModelCache(model)
+    cache = model.cache()
     cache.extend([1, 2, 3, 4])  # 3 and 4 were drafted; 3 is rejected and replaced by 5
     cache.rollback(3)  # off by one: the rejected token's state stays
     rows = cache.extend([5])
     assert not np.allclose(rows, model([1, 2, 5])[-1:])
 
 
-def test_cached_decoder_equals_the_uncached_one_and_its_caches_are_fresh():
+class Uncached:
+    """The model without its cache: the loop then recomputes every pass from the text."""
+
+    def __init__(self, model):
+        self.model, self.vocab_size = model, model.vocab_size
+
+    def __call__(self, tokens):
+        return self.model(tokens)
+
+
+class OffByOneCache(RecurrentCache):
+    """A cache whose rollback keeps one position too many: the first rejected draft's state stays.
+
+    Its length follows the rollbacks, so the loop feeds the correction after that stale state.
+    """
+
+    extra = 0
+
+    def __len__(self):
+        return self._tokens.size - self.extra
+
+    def rollback(self, length):
+        real = min(self._tokens.size, length + 1)
+        self._tokens, self.states, self.extra = self._tokens[:real], self.states[:real], real - length
+
+
+class OffByOne:
+    """The model read through an :class:`OffByOneCache`."""
+
+    def __init__(self, model):
+        self.model, self.vocab_size = model, model.vocab_size
+
+    def __call__(self, tokens):
+        return self.model(tokens)
+
+    def cache(self):
+        return OffByOneCache(self.model)
+
+
+def test_cached_decoder_equals_the_uncached_one_and_reads_each_position_about_once():
     target, draft = recurrent_pair(vocab_size=8, hidden_size=12, seed=2)
     for seed in range(4):
-        a, sa = speculative_generate(target, draft, [0, 1], 37, k=3, rng=seed)
-        b, sb, t_cache, d_cache = cached_speculative_generate(target, draft, [0, 1], 37, k=3, rng=seed)
+        a, sa = speculative_generate(Uncached(target), Uncached(draft), [0, 1], 37, k=3, rng=seed)
+        before = target.positions_computed
+        b, sb = speculative_generate(target, draft, [0, 1], 37, k=3, rng=seed)
         np.testing.assert_array_equal(a, b)
         assert sa.target_passes == sb.target_passes
-        text = np.concatenate([[0, 1], b])
-        for cache, model in ((t_cache, target), (d_cache, draft)):
-            np.testing.assert_array_equal(cache.tokens, text[:len(cache)])
-            np.testing.assert_array_equal(cache.states, model.states(cache.tokens))
         # every position read about once per model, not once per pass
-        assert t_cache.positions_computed < text.size + sb.draft_passes + sb.target_passes
+        assert target.positions_computed - before < 39 + sb.draft_passes + sb.target_passes
 
 
 def test_keeping_a_stale_position_is_caught():
     target, draft = recurrent_pair(vocab_size=8, hidden_size=12, seed=2)
-    off_by_one = lambda prefix_length, n_accepted: prefix_length + n_accepted + 1  # noqa: E731
-    mismatched = 0
-    for seed in range(4):
-        b, _, t_cache, _ = cached_speculative_generate(target, draft, [0, 1], 37, k=3, rng=seed, keep=off_by_one)
-        text = np.concatenate([[0, 1], b])
-        mismatched += not np.array_equal(t_cache.tokens, text[:len(t_cache)])
-    assert mismatched > 0
+    differ = sum(not np.array_equal(speculative_generate(OffByOne(target), draft, [0, 1], 37, 3, seed)[0],
+                                    speculative_generate(target, draft, [0, 1], 37, 3, seed)[0]) for seed in range(4))
+    assert differ > 0
 
 
 def test_cached_decoder_chi_square_and_negative_control():
@@ -425,19 +447,19 @@ def test_cached_decoder_chi_square_and_negative_control():
     target, draft = recurrent_pair(vocab_size=3, hidden_size=6, seed=4, draft_temperature=3.0)
     want = target_sequence_distribution(target, [0], LENGTH)
 
-    def sampler(keep):
-        return lambda rng: cached_speculative_generate(target, draft, [0], LENGTH, k=2, rng=rng, keep=keep)[0]
+    def sampler(model):
+        return lambda rng: speculative_generate(model, draft, [0], LENGTH, k=2, rng=rng)[0]
 
-    assert chi_square_pvalue(sampler(accepted_length), want, seed=10) > ALPHA_LEVEL
-    assert chi_square_pvalue(sampler(lambda n, a: n + a + 1), want, seed=11) < ALPHA_LEVEL
+    assert chi_square_pvalue(sampler(target), want, seed=10) > ALPHA_LEVEL
+    assert chi_square_pvalue(sampler(OffByOne(target)), want, seed=11) < ALPHA_LEVEL
+    assert tv_from_target(target, draft, [0], 2) < TOLERANCE
+    assert tv_from_target(OffByOne(target), draft, [0], 2) > DETECTABLE
+    assert accepted_length(5, 2) == 7
 
 
 def test_cache_validation():
     with pytest.raises(TypeError, match="RecurrentModel"):
-        ModelCache(object())
-    target, draft = small_pair()
-    with pytest.raises(TypeError, match="target"):
-        cached_speculative_generate(target, draft, [0], 3, 2, rng=0)
+        RecurrentCache(object())
     with pytest.raises(ValueError, match="temperature"):
         RecurrentModel(4, temperature=0.0)
 
@@ -542,13 +564,13 @@ def test_specinfer_one_position_by_hand_and_the_implementation_agree():
             np.testing.assert_allclose(emitted, q, atol=TOLERANCE)
             # the implementation's enumeration: first token of a k = 1 step
             model_q, model_p = MarkovModel(np.tile(q, (4, 1))), MarkovModel(np.tile(p, (4, 1)))
-            blocks = multi_draft_block_distribution(model_q, model_p, [0], 1, m)
+            steps = step_distribution(model_q, MultiDraft(model_p, m), [0], 1)
             first = np.zeros(4)
-            for block, prob in blocks.items():
+            for (block, _), prob in steps.items():
                 first[block[0]] += prob
             np.testing.assert_allclose(first, q, atol=TOLERANCE)
-            # acceptance: the chance that the block holds a kept draft (length 2)
-            kept = sum(prob for block, prob in blocks.items() if len(block) == 2)
+            # acceptance: the chance that the step kept a draft
+            kept = sum(prob for (_, n_accepted), prob in steps.items() if n_accepted == 1)
             assert kept == pytest.approx(multi_draft_acceptance(p, q, m), abs=1e-12)
     # negative control: every candidate against q itself is caught by the same enumeration
     p, q = np.array([0.7, 0.2, 0.1]), np.array([0.2, 0.3, 0.5])
@@ -567,8 +589,8 @@ def test_recursive_rejection_never_beats_independent_tries():
             assert multi_draft_acceptance(p, q, m) <= 1 - (1 - alpha) ** m + 1e-12
     # the faulty rule (every candidate against q) does reach 1 - (1 - alpha)^m, by being biased
     target, draft = wrong_draft_pair()
-    blocks = multi_draft_block_distribution(target, draft, [0], 1, 3, recursive=False)
-    kept = sum(prob for block, prob in blocks.items() if len(block) == 2)
+    steps = step_distribution(target, MultiDraft(draft, 3), [0], 1, verifier=multi_draft(recursive=False))
+    kept = sum(prob for (_, n_accepted), prob in steps.items() if n_accepted == 1)
     alpha = acceptance_rate(draft([0])[0], target([0])[0])
     assert kept == pytest.approx(1 - (1 - alpha) ** 3)
     assert kept > multi_draft_acceptance(draft([0])[0], target([0])[0], 3) + DETECTABLE
@@ -579,7 +601,8 @@ def test_multi_draft_two_positions_chi_square():
     want = target_sequence_distribution(target, [0], LENGTH)
 
     def sampler(recursive):
-        return lambda rng: multi_draft_generate(target, draft, [0], LENGTH, k=2, m=3, rng=rng, recursive=recursive)[0]
+        return lambda rng: speculative_generate(target, MultiDraft(draft, 3), [0], LENGTH, 2, rng,
+                                                verifier=multi_draft(recursive))[0]
 
     assert chi_square_pvalue(sampler(True), want, seed=5) > ALPHA_LEVEL
     assert chi_square_pvalue(sampler(False), want, seed=6) < ALPHA_LEVEL

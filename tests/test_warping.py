@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from speclib import markov_pair, speculative_generate
 from speclib.book import broken, checks
 from speclib.core.audit import AUDIT_LEVEL, audit
-from speclib.core.exact import max_abs_error, speculative_sequence_distribution, target_sequence_distribution
+from speclib.core.exact import max_abs_error, output_distribution, target_sequence_distribution
 from speclib.lm.models import MarkovModel
 from speclib.core.warping import WarpedModel, warp, warp_distribution
 from speclib.book.widgets import sampling_controls_view
@@ -179,7 +179,7 @@ def test_warped_exactness_with_a_two_token_memory(second_order_pair, controls):
 
 def _error_against(reference, target, draft, k=2, prefix=(0,)):
     """Largest gap between speculative decoding of (target, draft) and the ``reference`` model."""
-    spec = speculative_sequence_distribution(target, draft, list(prefix), k)
+    spec = output_distribution(target, draft, list(prefix), k + 1, k)
     want = target_sequence_distribution(reference, list(prefix), k + 1)
     return float(np.abs(spec - want).max())
 

@@ -5,21 +5,17 @@ Each :class:`Variant` here is the correct decoder with one knob turned: a mistak
 users of real implementations have reported, an off-by-one of the same family, or a
 textbook one.  There are two levels.
 
-*Verifier variants* change only the verification step, through the hooks ``accept``,
-``correct`` and ``report`` that :func:`speclib.core.sampling.verify` and
-:func:`speclib.core.exact.speculative_block_distribution` share; ``variant.verifier`` plugs
-into :func:`speclib.core.decoding.speculative_generate` and ``variant.hooks`` into
-:mod:`speclib.core.exact`, so the sampling tests and the exact enumeration judge the very same
-rule.  :data:`FAULTY` lists them.
-
-*Decoder variants* need the rest of the loop: how the draft token is picked, which sampling
-controls reach which model, which target row the bonus comes from, whether the target's
-key-value cache is rolled back.  :func:`generate` is a speculative decoder written with one
-switch per such mistake, and :func:`distribution` computes the exact distribution of its
-output by running *the same code* once for every branch of its random choices (each draw
-and each accept/reject coin), so the enumeration cannot drift from the sampler.  With
-:data:`CORRECT` and the same seed, :func:`generate` emits exactly the tokens of
-:func:`speclib.core.decoding.speculative_generate`.  :data:`ZOO` lists the six mistakes the
+Every variant is a set of faulty *parts* plugged into the one loop,
+:func:`speclib.core.decoding.speculative_generate`: a faulty verifier (``accept``,
+``correct``, ``report``, ``bonus_row``), a faulty proposer (``propose``, ``tell_raw_draft``), a
+target without the sampling controls (``warp_target``) or a target whose cache forgets
+nothing on rollback (``rollback_cache``).  :meth:`Variant.plug` assembles them;
+:func:`generate` runs the loop with them, and :func:`distribution` computes the exact
+distribution of that same loop's output with :func:`speclib.core.exact.output_distribution`,
+which follows every branch of its random choices, so the enumeration cannot drift from the
+sampler.  With :data:`CORRECT` and the same seed, :func:`generate` emits exactly the tokens of
+:func:`speclib.core.decoding.speculative_generate` on the warped pair.  :data:`FAULTY` lists
+the variants whose mistake lies inside the verifier; :data:`ZOO` lists the six mistakes the
 book's bug-zoo chapter studies.
 
 The cache bug is invisible to a first-order Markov target (its row reads one token, and
@@ -32,9 +28,9 @@ The module, in order:
    :data:`FAULTY` (plus :data:`RATIO_WITHOUT_MIN`), the decoder variants, and :data:`ZOO`
    with the two facts the chapter's table shows, :data:`REPORTED` and :data:`ZOO_STEP`;
 2. the test pair: :class:`SecondOrderModel`, :func:`second_order_pair`, :func:`zoo_pair`;
-3. the decoder: :class:`KVCache`, the step function ``_step`` (its numbered comments are
-   the steps the chapter refers to), :func:`generate`, :func:`distribution` and
-   :func:`distance_from_target`;
+3. the faulty parts (:class:`StaleCache`, the zoo's proposer and verifier), :func:`generate`,
+   :func:`distribution` and :func:`distance_from_target`; the numbered steps the chapter
+   refers to are the numbered comments of :meth:`speclib.core.decoding.SpeculativeRun.step`;
 4. two verifiers "from a code review", for the chapter's find-the-bug exercises.
 """
 
@@ -47,11 +43,17 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from .._validate import as_distribution, as_generator, as_int, as_tokens
-from ..core.decoding import GenerationStats, _last_rows
-from ..core.exact import MAX_SEQUENCES, _identity, target_sequence_distribution
-from ..lm.models import dirichlet_targets, noisy_draft
-from ..core.sampling import Verification, _residual, acceptance_probability, sample_token, verify
+from ..core.cache import RecomputeCache
+from ..core.decoding import GenerationStats, speculative_generate
+from ..core.exact import output_distribution, target_sequence_distribution
+from ..core.proposers import DraftModel
+from ..core.sampling import Verification, _ratio_step, _residual, acceptance_probability, sample_token, verify
 from ..core.warping import _check_pair, _check_settings, _warp, warp
+from ..lm.models import dirichlet_targets, noisy_draft
+
+
+def _identity(p: np.ndarray) -> np.ndarray:
+    return p
 
 
 def _sharpen(p: np.ndarray) -> np.ndarray:
@@ -72,9 +74,8 @@ class Variant(NamedTuple):
 
     Every field after ``description`` is a switch whose default is the correct behaviour; a
     variant turns one of them.  ``accept``, ``correct`` and ``report`` live inside the
-    verifier, so :func:`speclib.core.sampling.verify` and :mod:`speclib.core.exact` can run them
-    (:attr:`verifier`, :attr:`hooks`).  The other five need the whole decoding loop and run
-    only in :func:`generate` and :func:`distribution`:
+    verifier (:attr:`verifier`), and so does ``bonus_row``; the other four are faulty
+    proposers, or a faulty target, assembled by :meth:`plug`:
 
     ==================  ===============================================  ==================
     switch              correct setting                                  turned by
@@ -108,36 +109,46 @@ class Variant(NamedTuple):
 
     @property
     def in_verifier(self) -> bool:
-        """Whether the mistake lies inside :func:`speclib.core.sampling.verify` alone."""
-        return (self.propose is _identity and self.warp_target and not self.tell_raw_draft
-                and self.bonus_row == -1 and self.rollback_cache)
-
-    def _require_verifier(self) -> None:
-        if not self.in_verifier:
-            raise ValueError(
-                f"variant {self.name!r} changes the decoding loop, not only verify(); "
-                "use speclib.book.broken.generate and speclib.book.broken.distribution for it"
-            )
-
-    @property
-    def hooks(self) -> dict:
-        """Keyword arguments for :mod:`speclib.core.exact` (verifier variants only)."""
-        self._require_verifier()
-        return {"accept": self.accept, "correct": self.correct, "report": self.report}
+        """Whether the mistake lies inside the verifier alone."""
+        return self.propose is _identity and self.warp_target and not self.tell_raw_draft and self.rollback_cache
 
     @property
     def verifier(self) -> Callable:
-        """A drop-in replacement for :func:`speclib.core.sampling.verify` (verifier variants only)."""
-        self._require_verifier()
-        base = functools.partial(verify, accept=self.accept, correct=self.correct)
-        if self.report is _identity:
-            return base
+        """The variant's verifier: :func:`speclib.core.sampling.verify` with its switches turned.
 
-        def reporting_verifier(draft_tokens, p_draft, q_target, rng, **kwargs):
-            told = np.array([self.report(row) for row in np.asarray(p_draft, dtype=float)])
-            return base(draft_tokens, told, q_target, rng, **kwargs)
+        Same signature as ``verify``; its ``step`` is what the loop runs.
+        """
+        if (self.accept, self.correct, self.report, self.bonus_row) == (acceptance_probability, _residual,
+                                                                         _identity, -1):
+            return verify
+        step = functools.partial(_zoo_verify_step, accept=self.accept, correct=self.correct, report=self.report,
+                                 bonus_row=self.bonus_row)
 
-        return reporting_verifier
+        def zoo_verifier(draft_tokens, p_draft, q_target, rng, *, bonus: bool = True) -> Verification:
+            from ..core.sampling import as_chooser, check_block
+
+            return step(*check_block(draft_tokens, p_draft, q_target), as_chooser(rng), bonus=bonus)
+
+        zoo_verifier.step = step
+        zoo_verifier.__name__ = f"verify ({self.name})"
+        return zoo_verifier
+
+    def plug(self, target: Callable, draft: Callable, *, temperature: float = 1.0, top_k: int | None = None,
+             top_p: float | None = None) -> dict:
+        """The parts of this variant for :func:`speculative_generate`: ``target``, ``draft``, ``verifier``.
+
+        ``target`` and ``draft`` are the raw models; the sampling controls are applied as the
+        variant applies them (the correct way: to both models).
+        """
+        _check_pair(target, draft)
+        settings = dict(zip(("temperature", "top_k", "top_p"), _check_settings(temperature, top_k, top_p)))
+        warped = warp(target, **settings) if self.warp_target else target
+        if self.propose is _identity and not self.tell_raw_draft:
+            proposer = warp(draft, **settings)
+        else:
+            proposer = _ZooProposer(draft, settings, self.propose, self.tell_raw_draft)
+        return {"target": warped if self.rollback_cache else _StaleTarget(warped), "draft": proposer,
+                "verifier": self.verifier}
 
 
 # --- The correct rule, and the verifier variants (run by verify() and speclib.core.exact) ---------
@@ -295,132 +306,82 @@ def zoo_pair() -> tuple[SecondOrderModel, SecondOrderModel]:
     return second_order_pair(vocab_size=3, draft_noise=0.9, seed=9)
 
 
-# --- One decoder, one switch per mistake -----------------------------------------------------
+# --- The faulty parts ------------------------------------------------------------------------
 
-class KVCache:
-    """The tokens a model's key-value cache holds, and the rows computed through it.
+def _zoo_verify_step(draft_tokens, p_draft, q_target, choose, *, bonus: bool = True, accept=acceptance_probability,
+                     correct=_residual, report=_identity, bonus_row: int = -1) -> Verification:
+    """The ratio rule with the zoo's switches: what the verifier is told, accept, correct, bonus row."""
+    told = p_draft if report is _identity else np.array([report(row) for row in p_draft])
+    k = len(draft_tokens)
+    if bonus_row == -1 or not bonus:
+        return _ratio_step(draft_tokens, told, q_target, choose, bonus=bonus, accept=accept, correct=correct)
+    out = _ratio_step(draft_tokens, told, q_target, choose, bonus=False, accept=accept, correct=correct)
+    if out.n_accepted < k:
+        return out
+    # 4. Every draft survived: the bonus token, from the wrong row.
+    return Verification(np.append(draft_tokens, choose.token(q_target[bonus_row])), k)
 
-    A real cache stores each processed token's keys and values, and new tokens attend to all
-    of them.  Simulated here by the token list itself: rows for new tokens are the model's
-    rows on ``cache + new``, so whatever the cache holds, stale or not, conditions them.
+
+class _ZooProposer(DraftModel):
+    """A draft with the sampling controls applied, and the zoo's proposing mistakes."""
+
+    def __init__(self, draft: Callable, settings: dict, propose: Callable, tell_raw_draft: bool) -> None:
+        super().__init__(draft)
+        self.settings, self._propose, self.tell_raw_draft = settings, propose, tell_raw_draft
+        self._raw = None
+
+    def row(self, raw: np.ndarray) -> np.ndarray:
+        self._raw = raw
+        return _warp(raw, **self.settings)
+
+    def pick(self, p: np.ndarray) -> np.ndarray:
+        return self._propose(p)
+
+    def report(self, p: np.ndarray) -> np.ndarray:
+        return self._raw if self.tell_raw_draft else p
+
+
+class StaleCache(RecomputeCache):
+    """A cache whose rollback forgets nothing: the rejected drafts' entries stay and condition later rows.
+
+    ``len(cache)`` follows the rollbacks, as the loop expects, but the stored tokens (and so
+    the rows computed from them) keep everything ever fed; ``tokens`` shows them all.
     """
 
-    def __init__(self, model: Callable, tokens: np.ndarray) -> None:
-        self.model = model
-        self.tokens = np.asarray(tokens, dtype=np.int64)
+    def __init__(self, model: Callable) -> None:
+        super().__init__(model)
+        self._logical = 0
 
-    def extend(self, new: np.ndarray) -> np.ndarray:
-        """Feed ``new`` tokens; return one row per new token (the next-token distributions)."""
-        self.tokens = np.concatenate([self.tokens, new])
-        return _last_rows(self.model, self.tokens, len(new), "target")
+    def __len__(self) -> int:
+        return self._logical
+
+    def extend(self, tokens: np.ndarray) -> np.ndarray:
+        rows = super().extend(tokens)
+        self._logical += rows.shape[0]
+        return rows
 
     def rollback(self, length: int) -> None:
-        """Forget everything after the first ``length`` tokens."""
-        self.tokens = self.tokens[:length]
+        self._logical = as_int(length, "length", minimum=0)
 
 
-class _Draw:
-    """Random choices from a generator, consumed in the order speculative_generate uses."""
+class _StaleTarget:
+    """The target read through a :class:`StaleCache`."""
 
-    def __init__(self, rng: np.random.Generator) -> None:
-        self.rng = rng
+    def __init__(self, model: Callable) -> None:
+        self.model, self.vocab_size = model, model.vocab_size
+        self.context_length = getattr(model, "context_length", None)
 
-    def token(self, probs: np.ndarray) -> int:
-        return sample_token(probs, self.rng)
+    def __call__(self, tokens: np.ndarray) -> np.ndarray:
+        return self.model(tokens)
 
-    def coin(self, a: float) -> bool:
-        return self.rng.random() < a
-
-
-class _Replay:
-    """Random choices replayed from a script, for exhaustive enumeration.
-
-    Choice ``i`` takes the ``script[i]``-th possible outcome; past the script it takes the
-    first one and notes how many others there were, so that the caller can explore them.
-    ``prob`` is the probability of the path taken.
-    """
-
-    def __init__(self, script: list[int]) -> None:
-        self.script, self.taken, self.new_choices, self.prob = script, [], [], 1.0
-
-    def _choose(self, outcomes: list, probs: list[float]):
-        i = len(self.taken)
-        possible = [j for j, pr in enumerate(probs) if pr > 0]
-        if i < len(self.script):
-            pick = self.script[i]
-        else:
-            pick = 0
-            self.new_choices.append((i, len(possible)))
-        self.taken.append(pick)
-        self.prob *= probs[possible[pick]]
-        return outcomes[possible[pick]]
-
-    def token(self, probs: np.ndarray) -> int:
-        probs = np.asarray(probs, dtype=float)
-        return int(self._choose(list(range(probs.size)), list(probs / probs.sum())))
-
-    def coin(self, a: float) -> bool:
-        if not 0.0 <= a <= 1.0:
-            raise ValueError(f"accept: returned {a:.6g}; an acceptance probability must lie in [0, 1]")
-        return self._choose([True, False], [a, 1.0 - a])
-
-    def branches(self) -> list[list[int]]:
-        """Scripts for every path that leaves this one at a choice it met for the first time."""
-        return [self.taken[:i] + [j] for i, n in self.new_choices for j in range(1, n)]
+    def cache(self) -> StaleCache:
+        return StaleCache(self.model)
 
 
-def _step(tokens: np.ndarray, cache: KVCache, draft: Callable, k: int, variant: Variant,
-          settings: dict, choose: _Draw | _Replay) -> tuple[np.ndarray, int]:
-    """One speculative step as ``variant`` implements it: ``(emitted tokens, n_accepted)``.
-
-    On entry the cache holds ``tokens[:-1]``; a correct step leaves it holding everything
-    but the last emitted token.
-    """
-    # 1. Draft k tokens, remembering the row the verifier is told about each.
-    #    Switches: propose (the row the token is drawn from), tell_raw_draft and report (the
-    #    row the verifier is told).
-    drafted, told = tokens, []
-    for _ in range(k):
-        raw = _last_rows(draft, drafted, 1, "draft")[0]
-        p = _warp(raw, **settings)
-        drafted = np.append(drafted, choose.token(variant.propose(p)))
-        told.append(variant.report(raw if variant.tell_raw_draft else p))
-    proposals = drafted[tokens.size:]
-    # 2. One target pass through the cache: the last accepted token, then every draft.
-    #    Switch: warp_target.
-    q_rows = cache.extend(np.append(tokens[-1], proposals))
-    if variant.warp_target:
-        q_rows = _warp(q_rows, **settings)
-    # 3. Keep each draft with probability accept(p(x), q(x)); at the first rejection emit a
-    #    correction and stop.  Switches: accept, correct.
-    for i, x in enumerate(proposals):
-        if told[i][x] <= 0:
-            raise ValueError(f"variant {variant.name!r}: the verifier was told p(x) = 0 for a drafted token")
-        if not choose.coin(variant.accept(told[i][x], q_rows[i, x])):
-            correction = choose.token(variant.correct(told[i], q_rows[i]))
-            emitted, n_accepted = np.append(proposals[:i], correction), i
-            break
-    else:
-        # 4. Every draft survived: the bonus token, from the row after the last draft.
-        #    Switch: bonus_row.
-        bonus = choose.token(q_rows[variant.bonus_row])
-        emitted, n_accepted = np.append(proposals, bonus), k
-    # 5. Forget the target's view of the rejected drafts.  Switch: rollback_cache.
-    if variant.rollback_cache:
-        cache.rollback(tokens.size + n_accepted)
-    return emitted.astype(np.int64), n_accepted
-
-
-def _check_arguments(target: Callable, draft: Callable, prompt: object, k: object, variant: object,
-                     temperature: object, top_k: object, top_p: object) -> tuple[int, np.ndarray, int, dict]:
-    """Validate what :func:`generate` and :func:`distribution` share: ``(V, prompt, k, settings)``."""
-    vocab = _check_pair(target, draft)
-    prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
-    k = as_int(k, "k", minimum=1)
+def _check_variant(variant: object) -> "Variant":
     if not isinstance(variant, Variant):
         raise TypeError(f"variant: expected a speclib.book.broken.Variant, got {type(variant).__name__}")
-    settings = dict(zip(("temperature", "top_k", "top_p"), _check_settings(temperature, top_k, top_p)))
-    return vocab, prompt, k, settings
+    return variant
 
 
 def generate(
@@ -438,9 +399,9 @@ def generate(
 ) -> tuple[np.ndarray, GenerationStats]:
     """Speculative sampling with sampling controls, as ``variant`` implements it.
 
-    The decoding loop of :func:`speclib.core.decoding.speculative_generate`, with the target
-    read through a :class:`KVCache` and the sampling controls applied to each row, written
-    so that every mistake in this module is one switch.  With :data:`CORRECT` the output
+    The one loop, :func:`speclib.core.decoding.speculative_generate`, with the parts of
+    :meth:`Variant.plug`: the sampling controls applied to each row, and the variant's
+    mistake plugged in.  With :data:`CORRECT` the output
     follows ``warp(target, temperature, top_k, top_p)`` exactly and, for the same seed, equals
     ``speculative_generate(warp(target, ...), warp(draft, ...), ...)`` token for token.
 
@@ -472,19 +433,8 @@ def generate(
     >>> len(tokens)
     10
     """
-    _, prompt, k, settings = _check_arguments(target, draft, prompt, k, variant, temperature, top_k, top_p)
-    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
-    rng = as_generator(rng)
-
-    tokens, cache, stats, choose = prompt.copy(), KVCache(target, prompt[:-1]), GenerationStats(), _Draw(rng)
-    while tokens.size - prompt.size < max_new_tokens:
-        remaining = max_new_tokens - (tokens.size - prompt.size)
-        k_step = min(k, remaining)
-        emitted, n_accepted = _step(tokens, cache, draft, k_step, variant, settings, choose)
-        emitted = emitted[:remaining]
-        tokens = np.concatenate([tokens, emitted])
-        stats.record_step(k_step, n_accepted, len(emitted))
-    return tokens[prompt.size:], stats
+    parts = _check_variant(variant).plug(target, draft, temperature=temperature, top_k=top_k, top_p=top_p)
+    return speculative_generate(prompt=prompt, max_new_tokens=max_new_tokens, k=k, rng=rng, **parts)
 
 
 def distribution(
@@ -502,9 +452,9 @@ def distribution(
     """Exact distribution of the ``length`` tokens that :func:`generate` emits.
 
     Every branch of every random choice (each draft token, each accept/reject coin, each
-    correction and bonus token) is followed through :func:`generate`'s own step function,
-    over as many speculative steps as the ``length`` tokens take, so the result is exact up
-    to rounding and describes that very code.
+    correction and bonus token) is followed through the loop's own step
+    (:func:`speclib.core.exact.output_distribution`), over as many speculative steps as the
+    ``length`` tokens take, so the result is exact up to rounding and describes that very code.
 
     Parameters
     ----------
@@ -533,33 +483,8 @@ def distribution(
     >>> float(abs(dist - target_sequence_distribution(target, [0], 2)).max()) < 1e-12
     True
     """
-    vocab, prompt, k, settings = _check_arguments(target, draft, prompt, k, variant, temperature, top_k, top_p)
-    length = as_int(length, "length", minimum=1)
-    if vocab**length > MAX_SEQUENCES:
-        raise ValueError(f"length: {vocab}**{length} sequences are too many to enumerate (limit {MAX_SEQUENCES})")
-
-    out = np.zeros((vocab,) * length)
-
-    def expand(tokens: np.ndarray, cached: np.ndarray, prob: float) -> None:
-        remaining = length - (tokens.size - prompt.size)
-        if remaining == 0:
-            out[tuple(tokens[prompt.size:])] += prob
-            return
-        # Every outcome of one step, merged by what it leaves behind: the text and the cache.
-        outcomes: dict[tuple, float] = {}
-        scripts: list[list[int]] = [[]]
-        while scripts:
-            choose = _Replay(scripts.pop())
-            cache = KVCache(target, cached)
-            emitted, _ = _step(tokens, cache, draft, min(k, remaining), variant, settings, choose)
-            key = (tuple(emitted[:remaining]), tuple(cache.tokens))
-            outcomes[key] = outcomes.get(key, 0.0) + choose.prob
-            scripts.extend(choose.branches())
-        for (emitted, cache_tokens), p_step in outcomes.items():
-            expand(np.concatenate([tokens, emitted]).astype(np.int64), np.array(cache_tokens, dtype=np.int64), prob * p_step)
-
-    expand(prompt, prompt[:-1], 1.0)
-    return out
+    parts = _check_variant(variant).plug(target, draft, temperature=temperature, top_k=top_k, top_p=top_p)
+    return output_distribution(prompt=prompt, length=length, k=k, **parts)
 
 
 def distance_from_target(

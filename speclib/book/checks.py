@@ -702,7 +702,8 @@ def check_theory_controller(make_controller) -> None:
     """Exercise ex-12-2: a controller that drafts ``optimal_k(rolling acceptance, c)`` tokens."""
     import numpy as np
 
-    from ..core.adaptive import Controller, adaptive_generate
+    from ..core.adaptive import Controller
+    from ..core.decoding import speculative_generate
     from ..lm.models import markov_pair
     from ..core.theory import optimal_k
 
@@ -731,10 +732,10 @@ def check_theory_controller(make_controller) -> None:
                 raise ExerciseError(f"after the updates {updates[-4:]} (most recent last) draft_length() returned "
                                     f"{got!r}, not what optimal_k gives for the rolling rate; {hint}.")
     target, draft = markov_pair(vocab_size=8, draft_noise=0.3, seed=0)
-    tokens, _ = adaptive_generate(target, draft, [0], 50, call_student(make_controller, 0.1, 20), rng=0)
+    tokens, _ = speculative_generate(target, draft, [0], 50, call_student(make_controller, 0.1, 20), rng=0)
     if len(tokens) != 50:
-        raise ExerciseError("adaptive_generate with your controller did not produce 50 tokens.")
-    passed("Your controller follows optimal_k of the rolling acceptance rate and runs in adaptive_generate.")
+        raise ExerciseError("speculative_generate with your controller as k did not produce 50 tokens.")
+    passed("Your controller follows optimal_k of the rolling acceptance rate and runs in speculative_generate.")
 
 
 def check_multi_draft_acceptance(multi_draft_acceptance) -> None:
@@ -769,8 +770,7 @@ def check_keep_after_step(keep_after_step) -> None:
     """Exercise ex-13-2: how many cached positions survive a step (prefix length, accepted drafts)."""
     import numpy as np
 
-    from ..core.decoding import speculative_generate
-    from ..core.variants import accepted_length, cached_speculative_generate, recurrent_pair
+    from ..core.variants import accepted_length, recurrent_pair
 
     for prefix_length, n_accepted in [(10, 2), (5, 0), (7, 4), (1, 3)]:
         got = call_student(keep_after_step, prefix_length, n_accepted)
@@ -785,18 +785,21 @@ def check_keep_after_step(keep_after_step) -> None:
         if got < want:
             raise ExerciseError(f"{where} = {got} keeps too little: the cache would forget a token that was "
                                 "accepted, and the next pass would read the text from the wrong place.")
-    target, draft = recurrent_pair(vocab_size=8, hidden_size=12, seed=2, draft_temperature=2.0)
-    for seed in range(3):
-        tokens, _, t_cache, d_cache = cached_speculative_generate(
-            target, draft, [0, 1], 40, k=3, rng=seed, keep=lambda n, a: int(keep_after_step(n, a)))
-        text = np.concatenate([[0, 1], tokens])
-        for cache, model in ((t_cache, target), (d_cache, draft)):
-            if not (np.array_equal(cache.tokens, text[:len(cache)])
-                    and np.array_equal(cache.states, model.states(cache.tokens))):
-                raise ExerciseError("after a run the caches do not equal a fresh computation on the text.")
-        if not np.array_equal(tokens, speculative_generate(target, draft, [0, 1], 40, k=3, rng=seed)[0]):
-            raise ExerciseError("the cached decoder emitted other tokens than the uncached one with the same seed.")
-    passed("With your rollback the caches equal a fresh computation, and the tokens equal the uncached decoder's.")
+    # A step that read the prefix and the drafts: rolled back by your rule, then fed the
+    # correction, the cache must equal a fresh computation on the text that was written.
+    target, _ = recurrent_pair(vocab_size=8, hidden_size=12, seed=2, draft_temperature=2.0)
+    rng = np.random.default_rng(0)
+    for n_accepted in range(4):
+        prefix, drafts = rng.integers(0, 8, size=5), rng.integers(0, 8, size=3)
+        cache = target.cache()
+        cache.extend(np.concatenate([prefix, drafts]))
+        keep = int(call_student(keep_after_step, prefix.size, n_accepted))
+        cache.rollback(min(len(cache), max(0, keep)))
+        written = np.concatenate([prefix, drafts[:n_accepted], [(drafts[min(n_accepted, 2)] + 1) % 8]])
+        cache.extend(written[len(cache):])
+        if not np.array_equal(cache.states, target.states(written)):
+            raise ExerciseError("after a rollback by your rule the cache does not equal a fresh computation on the text.")
+    passed("With your rollback the cache equals a fresh computation on the text that was written.")
 
 
 # --- Chapter 9: a real model pair

@@ -160,7 +160,10 @@ def exactness_grid(
 
     if not isinstance(faulty, Variant):
         raise TypeError(f"faulty: expected a speclib.book.broken.Variant, got {type(faulty).__name__}")
-    hooks = faulty.hooks  # raises ValueError for a variant outside the verifier
+    if not faulty.in_verifier:
+        raise ValueError(f"faulty: variant {faulty.name!r} changes the decoding loop, not only the verifier; "
+                         "exactness_grid compares verifiers")
+    verifier = faulty.verifier
     vocab_sizes = tuple(as_int(v, "vocab_sizes", minimum=2) for v in vocab_sizes)
     ks = tuple(as_int(k, "ks", minimum=1) for k in ks)
     if not vocab_sizes or not ks:
@@ -172,6 +175,6 @@ def exactness_grid(
             target, draft = markov_pair(vocab_size=vocab, draft_noise=draft_noise, seed=10 * vocab + k)
             prompts = ([0], [vocab - 1], [1, 0])
             error = max(max_abs_error(target, draft, s, k, bonus=bonus) for s in prompts)
-            damage = min(total_variation(target, draft, s, k, bonus=bonus, **hooks) for s in prompts)
+            damage = min(total_variation(target, draft, s, k, bonus=bonus, verifier=verifier) for s in prompts)
             rows.append(ExactnessRow(vocab, k, float(error), float(damage)))
     return rows

@@ -1,20 +1,42 @@
-"""Decoding loops: plain autoregressive sampling and speculative sampling.
+"""The decoding loops: plain autoregressive sampling, and the one speculative loop.
 
 Both take models that follow the protocol of :mod:`speclib.lm.models` and an explicit random
 generator, and both return ``(tokens, stats)`` where ``tokens`` are the new tokens only (the
 prompt is not repeated) and ``stats`` is a :class:`GenerationStats`.
+
+:func:`speculative_generate` is the only speculative loop in speclib (the vectorized engine
+and the reference article's own loop aside).  What varies plugs into it:
+
+* the **proposer** (the ``draft`` argument): a draft model, or any object of
+  :mod:`speclib.core.proposers` (prompt lookup, several drafts);
+* the **verifier**: :func:`speclib.core.sampling.verify` by default, or typical acceptance,
+  exact match, multi-draft recursion, greedy match, or a faulty rule of the bug zoo;
+* the **draft-length policy** (the ``k`` argument): an integer, or a policy of
+  :mod:`speclib.core.policies` (heuristic, confidence stop, fallback monitor);
+* the **caches**: every model is read through the protocol of :mod:`speclib.core.cache`
+  (``model.cache()`` when the model has one, a generic recomputing cache otherwise).
+
+Every random choice goes through a chooser (:class:`speclib.core.sampling.Chooser`): a
+generator samples, and :func:`speclib.core.exact.output_distribution` replays every branch of
+this very loop to get its exact output distribution.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import numbers
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
-from .._validate import as_generator, as_int, as_tokens
-from .sampling import Verification, sample_token, verify
+from .._validate import as_int, as_real, as_tokens
+from .cache import checked_rows, extend_checked, model_cache
+from .policies import FixedK, _check_controller
+from .proposers import DraftModel, check_model
+from .sampling import Sampler, Verification, as_chooser, verify
 
 
 @dataclass
@@ -35,6 +57,8 @@ class GenerationStats:
     draft_verified: int = 0
     accepted: int = 0
     tokens_per_step: list[int] = field(default_factory=list)
+    k_per_step: list[int] = field(default_factory=list)  #: draft length of every step (0: a plain step)
+    accepted_per_step: list[int] = field(default_factory=list)
 
     @property
     def acceptance_rate(self) -> float:
@@ -51,21 +75,42 @@ class GenerationStats:
         """Generated tokens per target forward pass (1.0 for plain decoding)."""
         return self.tokens_generated / self.target_passes if self.target_passes else math.nan
 
-    def record_step(self, proposed: int, accepted: int, emitted: int, draft_passes: int | None = None) -> None:
+    def walltime(self, c: float) -> float:
+        """Cost in target-pass units: ``target_passes + c * draft_passes``."""
+        return self.target_passes + as_real(c, "c", low=0.0) * self.draft_passes
+
+    def speedup(self, c: float) -> float:
+        """Tokens per unit of cost, relative to plain decoding (which makes 1 token per unit)."""
+        return self.tokens_generated / self.walltime(c)
+
+    def record_step(self, proposed: int, accepted: int, emitted: int, draft_passes: int | None = None,
+                    depth: int | None = None) -> None:
         """Count one step: one target pass, ``proposed`` drafts of which ``accepted`` were kept,
         and ``emitted`` tokens output.
 
-        A step that kept fewer drafts than it proposed judged exactly one more, the first
-        rejected one; the drafts after it were never verified.  ``draft_passes`` defaults to
-        one pass per proposed draft (prompt lookup, for instance, proposes without any).
+        ``depth`` is the length of the drafted block (``proposed`` unless several sequences
+        were drafted).  A step that kept fewer drafts than its depth judged exactly one more,
+        the first rejected one; the drafts after it were never verified.  ``draft_passes``
+        defaults to one pass per proposed draft (prompt lookup proposes without any).
         """
+        depth = proposed if depth is None else depth
         self.target_passes += 1
         self.draft_passes += proposed if draft_passes is None else draft_passes
         self.draft_proposed += proposed
-        self.draft_verified += accepted + int(accepted < proposed)
+        self.draft_verified += accepted + int(accepted < depth)
         self.accepted += accepted
         self.tokens_generated += int(emitted)
         self.tokens_per_step.append(int(emitted))
+        self.k_per_step.append(int(depth))
+        self.accepted_per_step.append(int(accepted))
+
+    def add(self, other: "GenerationStats") -> None:
+        """Add the counters of ``other`` (another segment of the same generation) to these."""
+        for name in ("tokens_generated", "target_passes", "draft_passes", "draft_proposed", "draft_verified",
+                     "accepted"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name in ("tokens_per_step", "k_per_step", "accepted_per_step"):
+            getattr(self, name).extend(getattr(other, name))
 
     def summary(self) -> str:
         """One line with the figures a reader usually wants."""
@@ -86,6 +131,7 @@ def _window(model: object, tokens: np.ndarray, rows_needed: int) -> np.ndarray:
 
 
 def _last_rows(model: Callable, tokens: np.ndarray, n_rows: int, name: str) -> np.ndarray:
+    """The model's last ``n_rows`` rows on ``tokens``, checked (for code that shows one step)."""
     probs = np.asarray(model(_window(model, tokens, n_rows)), dtype=float)
     vocab = model.vocab_size
     if probs.ndim != 2 or probs.shape[1] != vocab or probs.shape[0] < n_rows:
@@ -93,13 +139,16 @@ def _last_rows(model: Callable, tokens: np.ndarray, n_rows: int, name: str) -> n
             f"{name}: a model must map tokens of shape (n,) to probabilities of shape (n, {vocab}); "
             f"got {probs.shape}"
         )
-    return probs[-n_rows:]
+    return checked_rows(probs[-n_rows:], name)
 
 
-def _check_model(model: object, name: str) -> int:
-    if not callable(model) or not hasattr(model, "vocab_size"):
-        raise TypeError(f"{name}: expected a model (a callable with a vocab_size attribute), got {type(model).__name__}")
-    return as_int(model.vocab_size, f"{name}.vocab_size", minimum=1)
+_check_model = check_model
+
+
+def _check_rng_and_timings(rng: object, timings: object):
+    if timings is not None and not isinstance(timings, dict):
+        raise TypeError(f"timings: expected a dict (or None), got {type(timings).__name__}")
+    return as_chooser(rng)
 
 
 def autoregressive_generate(
@@ -107,8 +156,13 @@ def autoregressive_generate(
     prompt: np.ndarray,
     max_new_tokens: int,
     rng: np.random.Generator | int,
+    *,
+    timings: dict | None = None,
 ) -> tuple[np.ndarray, GenerationStats]:
     """Sample ``max_new_tokens`` tokens from ``model``, one forward pass per token.
+
+    The model is read through its cache (:func:`speclib.core.cache.model_cache`): a model
+    with a cache of its own reads only the newest token at each pass.
 
     Parameters
     ----------
@@ -119,6 +173,8 @@ def autoregressive_generate(
     max_new_tokens : int
         How many tokens to generate (0 or more).
     rng : numpy.random.Generator or int
+    timings : dict, optional
+        If given, the seconds spent in forward passes are added to ``timings["model"]``.
 
     Returns
     -------
@@ -133,54 +189,189 @@ def autoregressive_generate(
     >>> len(tokens), stats.target_passes
     (5, 5)
     """
-    vocab = _check_model(model, "model")
+    vocab = check_model(model, "model")
     prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
     max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
-    rng = as_generator(rng)
+    choose = _check_rng_and_timings(rng, timings)
 
-    tokens = prompt.copy()
-    stats = GenerationStats()
-    for _ in range(max_new_tokens):
-        q = _last_rows(model, tokens, 1, "model")[0]
-        tokens = np.append(tokens, sample_token(q, rng))
+    cache, stats = model_cache(model), GenerationStats()
+    text = np.empty(prompt.size + max_new_tokens, dtype=np.int64)
+    text[:prompt.size] = prompt
+    for n in range(prompt.size, text.size):
+        q = extend_checked(cache, text[len(cache):n], "model", timings)[-1]
+        text[n] = choose.token(q)
         stats.record_step(proposed=0, accepted=0, emitted=1)
-    return tokens[prompt.size:], stats
+    return text[prompt.size:], stats
+
+
+def _target_rows(cache, text: np.ndarray, drafts: np.ndarray, timings: dict | None) -> np.ndarray:
+    """One target pass: the rows at every drafted position and the one after, ``(k+1, V)``.
+
+    Several draft sequences (``drafts`` of shape ``(m, k)``) are scored as one tree-shaped
+    pass, ``(m, k+1, V)``, and the cache is left holding the text only.
+    """
+    feed = text[len(cache):]
+    if drafts.ndim == 1:
+        return extend_checked(cache, np.concatenate([feed, drafts]), "target", timings)[-(drafts.size + 1):]
+    depth, rows = drafts.shape[1], []
+    for branch in drafts:
+        cache.rollback(min(len(cache), text.size - feed.size))
+        rows.append(extend_checked(cache, np.concatenate([feed, branch]), "target", timings)[-(depth + 1):])
+    cache.rollback(text.size)
+    return np.array(rows)
+
+
+def _verifier_step(verifier: Callable) -> Callable:
+    """The trusted core of a verifier (``verifier.step``), or an adapter for a plain callable."""
+    step = getattr(verifier, "step", None)
+    if step is not None:
+        return step
+    inner = getattr(getattr(verifier, "func", None), "step", None)  # functools.partial of a verifier
+    if inner is not None:
+        return functools.partial(inner, *verifier.args, **verifier.keywords)
+    if not callable(verifier):
+        raise TypeError(f"verifier: expected a callable, got {type(verifier).__name__}")
+
+    def sampled_only(drafts, p_rows, q_rows, choose, *, bonus=True):
+        if not isinstance(choose, Sampler):
+            raise TypeError(f"verifier: {getattr(verifier, '__name__', verifier)!r} draws from a generator, "
+                            "not through a chooser, so its exact distribution cannot be enumerated")
+        return verifier(drafts, p_rows, q_rows, choose.rng, bonus=bonus)
+
+    return sampled_only
+
+
+class SpeculativeRun:
+    """The state of one speculative generation, advanced one step at a time by :meth:`step`.
+
+    :func:`speculative_generate` builds one and steps it to the end; the exact enumerator
+    (:func:`speclib.core.exact.output_distribution`) copies it at every step boundary and
+    steps the copies along every branch; the batch driver of :mod:`speclib.core.variants`
+    steps one per sequence.  The arguments are those of :func:`speculative_generate`,
+    already checked.
+    """
+
+    def __init__(self, target: Callable, proposer, prompt: np.ndarray, max_new_tokens: int, policy,
+                 step: Callable, bonus: bool, timings: dict | None, vocab: int) -> None:
+        self.target_cache, self.proposer, self.policy = model_cache(target), proposer, policy
+        self.verify_step, self.bonus, self.timings = step, bonus, timings
+        self.stats = GenerationStats()
+        self.text = np.empty(prompt.size + max_new_tokens, dtype=np.int64)
+        self.text[:prompt.size] = prompt
+        self.n, self.start = prompt.size, prompt.size
+        proposer.start(prompt, vocab)
+
+    @property
+    def done(self) -> bool:
+        return self.n >= self.text.size
+
+    def step(self, choose) -> Verification:
+        """One speculative step: draft, verify, accept / correct, bonus; returns the verification."""
+        n, remaining, timings = self.n, self.text.size - self.n, self.timings
+        text = self.text[:n]
+        k = min(as_int(self.policy.draft_length(), "k.draft_length()", minimum=0), remaining)
+
+        # 1. Draft: up to k tokens, with the row each was drawn from.
+        proposal = self.proposer.propose(text, k, self.policy, choose, timings)
+        drafts, depth = proposal.tokens, proposal.tokens.shape[-1]
+        # 2. Verify: one target pass scores every drafted position and the one after.
+        q_rows = _target_rows(self.target_cache, text, drafts if depth else drafts.reshape(0), timings)
+        # 3. Accept / reject / correct, 4. bonus (a step without drafts is a plain one).
+        if depth:
+            out = self.verify_step(drafts, proposal.rows, q_rows, choose, bonus=self.bonus)
+        else:
+            out = Verification(np.array([choose.token(q_rows[0])]), 0)
+        emitted = out.tokens[:remaining]
+        self.text[n:n + emitted.size] = emitted
+        self.n = n + emitted.size
+        # 5. Both caches keep the accepted prefix, never the last token: the next pass reads it first.
+        keep = min(n + out.n_accepted, self.n - 1)
+        self.target_cache.rollback(min(len(self.target_cache), keep))
+        self.proposer.accept(keep)
+        self.policy.update(depth, out.n_accepted)
+        self.stats.record_step(drafts.size, out.n_accepted, emitted.size, proposal.passes, depth)
+        return out
+
+    def truncate(self, length: int) -> None:
+        """Keep only the first ``length`` tokens of the text (``length <= n``), caches included."""
+        self.n = length
+        self.target_cache.rollback(min(len(self.target_cache), length - 1))
+        self.proposer.accept(length - 1)
+
+    @property
+    def tokens(self) -> np.ndarray:
+        """The tokens generated so far."""
+        return self.text[self.start:self.n]
+
+
+def prepare_run(target: Callable, draft: object, prompt: object, max_new_tokens: object, k: object,
+                bonus: object = True, verifier: Callable | None = None, timings: object = None) -> SpeculativeRun:
+    """Check the arguments of :func:`speculative_generate` once and build its :class:`SpeculativeRun`."""
+    vocab = check_model(target, "target")
+    proposer = draft if hasattr(draft, "propose") else DraftModel(draft, "draft")
+    prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
+    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
+    if hasattr(k, "draft_length"):
+        policy = _check_controller(k)
+    elif isinstance(k, numbers.Integral) and not isinstance(k, bool):
+        policy = FixedK(as_int(k, "k", minimum=1))
+    else:
+        raise TypeError(f"k: expected an integer draft length or a draft-length policy (a controller with "
+                        f"draft_length, keep_drafting and update), got {k!r} ({type(k).__name__})")
+    if not isinstance(bonus, (bool, np.bool_)):
+        raise TypeError(f"bonus: expected True or False, got {bonus!r}")
+    step = _verifier_step(getattr(proposer, "verifier", verify) if verifier is None else verifier)
+    if timings is not None and not isinstance(timings, dict):
+        raise TypeError(f"timings: expected a dict (or None), got {type(timings).__name__}")
+    return SpeculativeRun(target, proposer, prompt, max_new_tokens, policy, step, bool(bonus), timings, vocab)
 
 
 def speculative_generate(
     target: Callable,
-    draft: Callable,
+    draft: object,
     prompt: np.ndarray,
     max_new_tokens: int,
-    k: int,
+    k: object,
     rng: np.random.Generator | int,
     *,
     bonus: bool = True,
-    verifier: Callable[..., Verification] = verify,
+    verifier: Callable[..., Verification] | None = None,
+    timings: dict | None = None,
 ) -> tuple[np.ndarray, GenerationStats]:
     """Sample ``max_new_tokens`` tokens from ``target`` with speculative decoding.
 
-    Each step: the draft proposes ``k`` tokens one at a time, recording the distribution
-    each came from; one target pass scores all ``k + 1`` positions; :func:`verify` keeps a
-    prefix of the drafts and adds a correction or bonus token.  The output follows the
-    target's distribution exactly, whatever the draft.
+    Each step (:meth:`SpeculativeRun.step`): the draft proposes up to ``k`` tokens one at a time, recording the
+    distribution each came from; one target pass scores all drafted positions and the one
+    after; the verifier keeps a prefix of the drafts and adds a correction or bonus token;
+    both caches are rolled back to the accepted prefix.  With the default verifier the
+    output follows the target's distribution exactly, whatever the draft.
 
     Parameters
     ----------
-    target, draft : model
-        Models following the protocol in :mod:`speclib.lm.models`, with the same vocabulary.
+    target : model
+        A model following the protocol in :mod:`speclib.lm.models`.
+    draft : model or proposer
+        A draft model with the target's vocabulary, or a proposer of
+        :mod:`speclib.core.proposers` (:class:`~speclib.core.proposers.PromptLookup`,
+        :class:`~speclib.core.proposers.MultiDraft`, ...).
     prompt : array_like of int, shape (n,)
         At least one token.
     max_new_tokens : int
         How many tokens to generate (0 or more).  The last step drafts no more tokens than
         are still needed, and anything it emits beyond the total is dropped.
-    k : int
-        Draft length, at least 1.
-    rng : numpy.random.Generator or int
+    k : int or policy
+        The draft length (at least 1), or a draft-length policy of
+        :mod:`speclib.core.policies` (updated in place).
+    rng : numpy.random.Generator, int or Chooser
     bonus : bool, default True
-        Passed to :func:`verify`.
-    verifier : callable, default :func:`verify`
-        The verification step; :mod:`speclib.book.broken` supplies faulty ones for the tests.
+        Passed to the verifier.
+    verifier : callable, optional
+        The verification rule; default :func:`speclib.core.sampling.verify` (or the
+        proposer's own ``verifier``, for several drafts).
+    timings : dict, optional
+        If given, the seconds spent in the target's and the draft's forward passes are
+        added to ``timings["target"]`` and ``timings["draft"]``, and the whole call's to
+        ``timings["total"]``; the difference is the loop's own bookkeeping.
 
     Returns
     -------
@@ -195,33 +386,11 @@ def speculative_generate(
     >>> len(tokens), stats.target_passes < 20
     (20, True)
     """
-    vocab = _check_model(target, "target")
-    draft_vocab = _check_model(draft, "draft")
-    if draft_vocab != vocab:
-        raise ValueError(f"draft: vocabulary of {draft_vocab} tokens differs from the target's {vocab}")
-    prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
-    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
-    k = as_int(k, "k", minimum=1)
-    rng = as_generator(rng)
-
-    tokens = prompt.copy()
-    stats = GenerationStats()
-    while tokens.size - prompt.size < max_new_tokens:
-        remaining = max_new_tokens - (tokens.size - prompt.size)
-        k_step = min(k, remaining)
-
-        # 1. Draft: k tokens, one draft pass each, remembering the row each was drawn from.
-        drafted, p_rows = tokens, []
-        for _ in range(k_step):
-            p = _last_rows(draft, drafted, 1, "draft")[0]
-            p_rows.append(p)
-            drafted = np.append(drafted, sample_token(p, rng))
-        # 2. Verify: one target pass scores every drafted position and the one after.
-        q_rows = _last_rows(target, drafted, k_step + 1, "target")
-        # 3. Accept / reject / correct, 4. bonus.
-        out = verifier(drafted[tokens.size:], np.array(p_rows), q_rows, rng, bonus=bonus)
-
-        emitted = out.tokens[:remaining]
-        tokens = np.concatenate([tokens, emitted])
-        stats.record_step(k_step, out.n_accepted, len(emitted))
-    return tokens[prompt.size:], stats
+    t_start = time.perf_counter()
+    run = prepare_run(target, draft, prompt, max_new_tokens, k, bonus, verifier, timings)
+    choose = as_chooser(rng)
+    while not run.done:
+        run.step(choose)
+    if timings is not None:
+        timings["total"] = timings.get("total", 0.0) + time.perf_counter() - t_start
+    return run.tokens.copy(), run.stats

@@ -142,6 +142,8 @@ def _stats(emitted: np.ndarray, accepted: np.ndarray, proposed: np.ndarray) -> G
         draft_verified=int(verified.sum()),
         accepted=int(accepted.sum()),
         tokens_per_step=emitted.tolist(),
+        k_per_step=proposed.tolist(),
+        accepted_per_step=accepted.tolist(),
     )
 
 

@@ -1,118 +1,229 @@
-"""Exact probabilities of one speculative step, by enumerating every branch.
+"""The exact law of the decoding loop, computed by running that loop along every branch.
 
-For a small vocabulary and draft length, every draft sample and every accept / reject
-branch can be listed with its probability.  That turns "the output follows the target"
+Every random choice of :func:`speclib.core.decoding.speculative_generate` (each draft token,
+each accept / reject coin, each correction and bonus token) goes through a chooser.
+:class:`Replay` is a chooser that follows a script of choices and records the probability
+of the path it takes; :func:`enumerate_distribution` runs a decoder once for every path of
+its random choices and adds up the probabilities of the outputs.  The result is the exact
+output distribution of *the code that ships*, for every proposer, verifier, draft-length
+policy and faulty part plugged into the loop, and it turns "the output follows the target"
 from a statistical claim into an identity that can be checked to 1e-12:
 
-1. :func:`speculative_block_distribution` gives the probability of each block a step can
-   emit (1 to k+1 tokens).
-2. A block shorter than ``k + 1`` is extended with the target's own sampling, which is
-   what the next steps of generation do.  :func:`speculative_sequence_distribution`
-   returns the resulting distribution over the first ``k + 1`` generated tokens.
-3. :func:`target_sequence_distribution` is the target's autoregressive distribution over
-   the same sequences.  The theorem says the two arrays are equal.
-
-The ``accept``, ``correct`` and ``report`` hooks let :mod:`speclib.book.broken` describe a
-faulty verifier, so that the same check can be shown to fail.
+1. :func:`output_distribution` is the distribution of the first ``length`` tokens that
+   ``speculative_generate`` emits;
+2. :func:`target_sequence_distribution` is the target's autoregressive distribution over
+   the same sequences.  The theorem says the two arrays are equal;
+3. :func:`total_variation` and :func:`max_abs_error` measure the gap (zero for an exact
+   decoder, the size of the damage for a faulty one).
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
+import math
+import pickle
 from typing import Callable
 
 import numpy as np
 
 from .._validate import as_int, as_tokens
-from .decoding import _check_model
-from .sampling import _residual, acceptance_probability
+from .decoding import SpeculativeRun, _check_model, prepare_run
 
-#: Largest number of sequences the enumerator will list (V ** (k + 1)).
+#: Largest number of sequences the enumerator will list (V ** length).
 MAX_SEQUENCES = 200_000
 
+#: Largest number of paths (complete runs of a decoder) :func:`enumerate_distribution` follows.
+MAX_PATHS = 500_000
 
-def _check_sizes(vocab: int, length: int) -> None:
-    if vocab ** length > MAX_SEQUENCES:
+
+def _check_sizes(vocab: int, length: int, name: str = "length") -> None:
+    """Refuse ``V ** length > MAX_SEQUENCES`` without computing the power (logarithms)."""
+    if vocab > 1 and length * math.log(vocab) > math.log(MAX_SEQUENCES) + 1e-9:
         raise ValueError(
-            f"k: enumerating {vocab}**{length} = {vocab ** length} sequences is too many "
-            f"(limit {MAX_SEQUENCES}); use a smaller vocabulary or draft length"
+            f"{name}: enumerating {vocab}**{length} sequences is too many (limit {MAX_SEQUENCES:,}); "
+            "use a smaller vocabulary or length"
         )
 
 
-def _identity(p: np.ndarray) -> np.ndarray:
-    return p
+class Replay:
+    """A chooser that replays a script of choices, for exhaustive enumeration.
+
+    Choice ``i`` takes the ``script[i]``-th possible outcome (outcomes of probability 0 are
+    not possible); past the script it takes the first one and notes how many others there
+    were, so that :meth:`branches` can list the paths not yet taken.  ``prob`` is the
+    probability of the path taken so far.
+    """
+
+    def __init__(self, script: list[int]) -> None:
+        self.script, self.taken, self.new_choices, self.prob = script, [], [], 1.0
+
+    def _pick(self, n_possible: int) -> int:
+        i = len(self.taken)
+        if i < len(self.script):
+            pick = self.script[i]
+        else:
+            pick = 0
+            if n_possible > 1:
+                self.new_choices.append((i, n_possible))
+        self.taken.append(pick)
+        return pick
+
+    def token(self, probs: np.ndarray) -> int:
+        probs = np.asarray(probs, dtype=float)
+        possible = np.flatnonzero(probs > 0)
+        if possible.size == 0:
+            raise ValueError("token: asked to draw from a row with no positive probability")
+        x = int(possible[self._pick(possible.size)])
+        self.prob *= probs[x] / probs.sum()
+        return x
+
+    def coin(self, a: float) -> bool:
+        a = float(a)
+        if not 0.0 <= a <= 1.0:
+            raise ValueError(f"accept: returned {a:.6g}; an acceptance probability must lie in [0, 1]")
+        if a == 1.0 or a == 0.0:  # no choice to make, so no branch
+            return a == 1.0
+        heads = self._pick(2) == 0
+        self.prob *= a if heads else 1.0 - a
+        return heads
+
+    def branches(self) -> list[list[int]]:
+        """Scripts for every path that leaves this one at a choice it met for the first time."""
+        return [self.taken[:i] + [j] for i, n in self.new_choices for j in range(1, n)]
 
 
-def speculative_block_distribution(
-    target: Callable,
-    draft: Callable,
-    prefix: np.ndarray,
-    k: int,
-    *,
-    bonus: bool = True,
-    accept: Callable[[float, float], float] = acceptance_probability,
-    correct: Callable[[np.ndarray, np.ndarray], np.ndarray] = _residual,
-    report: Callable[[np.ndarray], np.ndarray] = _identity,
-) -> dict[tuple[int, ...], float]:
-    """Exact probability of every block one speculative step can emit after ``prefix``.
+def enumerate_distribution(run: Callable[[Replay], np.ndarray], vocab: int, length: int) -> np.ndarray:
+    """Exact distribution of the first ``length`` tokens that ``run(chooser)`` returns.
 
-    Parameters
-    ----------
-    target, draft : model
-        Models following the protocol of :mod:`speclib.lm.models`.
-    prefix : array_like of int
-        The tokens so far (at least one).
-    k : int
-        Draft length.
-    bonus, accept, correct :
-        As in :func:`speclib.core.sampling.verify`.
-    report : callable, optional
-        Maps the draft row a token was sampled from to the row the verifier is *told*
-        about.  The identity for a correct implementation.
+    ``run`` must make every random choice through the chooser it is given; it is called
+    once per path of those choices (at most :data:`MAX_PATHS`).
 
     Returns
     -------
-    dict mapping each emitted block (a tuple of token ids) to its probability.
-    Probabilities of a correct verifier sum to 1.
+    ndarray of shape ``(V,) * length``.
+    """
+    length = as_int(length, "length", minimum=1)
+    _check_sizes(vocab, length)
+    out = np.zeros((vocab,) * length)
+    scripts, paths = [[]], 0
+    while scripts:
+        paths += 1
+        if paths > MAX_PATHS:
+            raise ValueError(f"length: more than {MAX_PATHS:,} paths of random choices to enumerate; "
+                             "use a smaller vocabulary, length or draft length")
+        choose = Replay(scripts.pop())
+        tokens = run(choose)
+        out[tuple(int(t) for t in tokens[:length])] += choose.prob
+        scripts.extend(choose.branches())
+    return out
+
+
+def _state_key(run: SpeculativeRun) -> tuple:
+    """What the future of a run depends on: its text, its caches' contents and its policy's state."""
+    proposer_cache = getattr(run.proposer, "cache", None) or getattr(getattr(run.proposer, "draft", None), "cache", None)
+    try:
+        policy = pickle.dumps(run.policy)
+    except Exception:  # an unpicklable policy: no merging, still exact
+        policy = id(run.policy)
+    return (run.text[:run.n].tobytes(), run.target_cache.tokens.tobytes(),
+            None if proposer_cache is None else proposer_cache.tokens.tobytes(), policy)
+
+
+def output_distribution(target: Callable, draft: object, prompt: np.ndarray, length: int, k: object,
+                        **options) -> np.ndarray:
+    """Exact distribution of the ``length`` tokens ``speculative_generate`` emits after ``prompt``.
+
+    The loop's own step (:meth:`speclib.core.decoding.SpeculativeRun.step`) runs along every
+    branch of its random choices, with the same ``draft`` (model or proposer), ``k``
+    (integer or policy) and ``options`` (``verifier``, ``bonus``).  Paths that leave a step
+    in the same state (text, caches, policy) are merged before the next step.
+
+    Examples
+    --------
+    >>> from speclib.lm.models import markov_pair
+    >>> target, draft = markov_pair(vocab_size=3, draft_noise=0.5, seed=0)
+    >>> law = output_distribution(target, draft, [0], 2, k=1)
+    >>> float(abs(law - target_sequence_distribution(target, [0], 2)).max()) < 1e-12
+    True
     """
     vocab = _check_model(target, "target")
-    if _check_model(draft, "draft") != vocab:
-        raise ValueError("draft: vocabulary differs from the target's")
-    prefix = as_tokens(prefix, "prefix", vocab, allow_empty=False)
-    k = as_int(k, "k", minimum=1)
-    _check_sizes(vocab, k + 1)
+    length = as_int(length, "length", minimum=1)
+    _check_sizes(vocab, length)
+    start, shared = _start(target, draft, prompt, length, k, options)
+    out = np.zeros((vocab,) * length)
+    budget = [MAX_PATHS]
 
-    blocks: dict[tuple[int, ...], float] = {}
+    def expand(run: SpeculativeRun, prob: float) -> None:
+        if run.done:
+            out[tuple(int(t) for t in run.tokens)] += prob
+            return
+        for branch, p_step, _ in _step_outcomes(run, shared, budget):
+            expand(branch, prob * p_step)
 
-    def add(block: tuple[int, ...], prob: float) -> None:
-        if prob != 0.0:
-            blocks[block] = blocks.get(block, 0.0) + prob
+    expand(start, 1.0)
+    return out
 
-    for drafts in itertools.product(range(vocab), repeat=k):
-        seq = np.concatenate([prefix, drafts])
-        n = prefix.size
-        p_rows = np.asarray(draft(seq))[n - 1 : n - 1 + k]
-        q_rows = np.asarray(target(seq))[n - 1 : n + k]
-        # Probability that the draft proposes exactly these k tokens.
-        mass = float(np.prod(p_rows[np.arange(k), drafts]))
-        if mass == 0.0:
-            continue
-        for i, x in enumerate(drafts):
-            told = report(p_rows[i])
-            a = accept(told[x], q_rows[i, x])
-            if not 0.0 <= a <= 1.0:
-                raise ValueError(f"accept: returned {a:.6g} for p(x) = {told[x]:.6g}, q(x) = "
-                                 f"{q_rows[i, x]:.6g}; an acceptance probability must lie in [0, 1]")
-            fix = correct(told, q_rows[i])
-            for y in range(vocab):
-                add(tuple(drafts[:i]) + (y,), mass * (1.0 - a) * fix[y])
-            mass *= a
-        if bonus:
-            for y in range(vocab):
-                add(tuple(drafts) + (y,), mass * q_rows[k, y])
+
+def _start(target, draft, prompt, length, k, options) -> tuple[SpeculativeRun, dict]:
+    """A fresh run of the loop, and the models its copies share instead of copying."""
+    start = prepare_run(target, copy.deepcopy(draft) if hasattr(draft, "propose") else draft, prompt, length,
+                        copy.deepcopy(k) if hasattr(k, "draft_length") else k, **options)
+    shared = {id(m): m for m in (target, draft, getattr(draft, "model", None),
+                                 getattr(getattr(draft, "draft", None), "model", None)) if m is not None}
+    return start, shared
+
+
+def _step_outcomes(run: SpeculativeRun, shared: dict, budget: list) -> list:
+    """Every outcome of one step of ``run``: ``(run after the step, probability, verification)``.
+
+    Paths that leave the run in the same state are merged (their verifications agree on
+    everything that matters afterwards; the first one is kept).
+    """
+    outcomes: dict[tuple, list] = {}
+    scripts: list[list[int]] = [[]]
+    while scripts:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise ValueError(f"length: more than {MAX_PATHS:,} paths of random choices to enumerate; "
+                             "use a smaller vocabulary, length or draft length")
+        branch = copy.deepcopy(run, dict(shared))
+        choose = Replay(scripts.pop())
+        verification = branch.step(choose)
+        key = _state_key(branch) + (verification.n_accepted,)
+        if key in outcomes:
+            outcomes[key][1] += choose.prob
         else:
-            add(tuple(drafts), mass)
-    return blocks
+            outcomes[key] = [branch, choose.prob, verification]
+        scripts.extend(choose.branches())
+    return list(outcomes.values())
+
+
+def step_distribution(target: Callable, draft: object, prompt: np.ndarray, k: object,
+                      **options) -> dict[tuple[tuple[int, ...], int], float]:
+    """Exact law of what the loop's first step emits: ``{(tokens, n_accepted): probability}``.
+
+    The same enumeration as :func:`output_distribution`, stopped after one step: the
+    distribution of a block, of its length, or of the number of accepted drafts.
+
+    Examples
+    --------
+    >>> from speclib.lm.models import markov_pair
+    >>> target, draft = markov_pair(vocab_size=3, draft_noise=0.5, seed=0)
+    >>> law = step_distribution(target, draft, [0], 2)
+    >>> round(float(sum(law.values())), 12), sorted({n for _, n in law})
+    (1.0, [0, 1, 2])
+    """
+    vocab = _check_model(target, "target")
+    k_int = as_int(k, "k", minimum=1) if not hasattr(k, "draft_length") else None
+    start, shared = _start(target, draft, prompt, (k_int or 1) + 1, k, options)
+    if k_int is None:  # a policy: room for whatever it drafts
+        start.text = np.concatenate([start.text, np.zeros(64, dtype=np.int64)])
+    out: dict[tuple, float] = {}
+    for branch, prob, verification in _step_outcomes(start, shared, [MAX_PATHS]):
+        key = (tuple(int(t) for t in branch.tokens), int(verification.n_accepted))
+        out[key] = out.get(key, 0.0) + prob
+    return out
 
 
 def target_sequence_distribution(target: Callable, prefix: np.ndarray, length: int) -> np.ndarray:
@@ -135,45 +246,25 @@ def target_sequence_distribution(target: Callable, prefix: np.ndarray, length: i
     return out
 
 
-def speculative_sequence_distribution(
-    target: Callable, draft: Callable, prefix: np.ndarray, k: int, **hooks
-) -> np.ndarray:
-    """Distribution of the first ``k + 1`` generated tokens when the first step is speculative.
+def max_abs_error(target: Callable, draft: object, prefix: np.ndarray, k: object, **options) -> float:
+    """Largest gap between the loop's and the target's distribution of the first ``k + 1`` tokens.
 
-    Every block from :func:`speculative_block_distribution` is completed to ``k + 1``
-    tokens with the target's autoregressive probabilities (any exact continuation gives the
-    same answer, and this one isolates the first step).  ``hooks`` are passed on.
-
-    Returns
-    -------
-    ndarray of shape ``(V,) * (k + 1)``, to compare with
-    :func:`target_sequence_distribution` (``length = k + 1``).
+    ``k`` may be a policy; then pass ``length`` in ``options`` (default ``k + 1``).
     """
-    vocab = _check_model(target, "target")
-    blocks = speculative_block_distribution(target, draft, prefix, k, **hooks)
-    prefix = as_tokens(prefix, "prefix", vocab)
-    out = np.zeros((vocab,) * (k + 1))
-    for block, prob in blocks.items():
-        rest = k + 1 - len(block)
-        if rest == 0:
-            out[block] += prob
-        else:
-            tail = target_sequence_distribution(target, np.concatenate([prefix, block]), rest)
-            out[block] += prob * tail
-    return out
+    length = options.pop("length", None)
+    length = (k + 1 if length is None else length)
+    spec = output_distribution(target, draft, prefix, length, k, **options)
+    return float(np.abs(spec - target_sequence_distribution(target, prefix, length)).max())
 
 
-def max_abs_error(target: Callable, draft: Callable, prefix: np.ndarray, k: int, **hooks) -> float:
-    """Largest gap between the speculative and the target distribution of ``k + 1`` tokens."""
-    spec = speculative_sequence_distribution(target, draft, prefix, k, **hooks)
-    return float(np.abs(spec - target_sequence_distribution(target, prefix, k + 1)).max())
+def total_variation(target: Callable, draft: object, prefix: np.ndarray, k: object, **options) -> float:
+    """Total-variation distance between the loop's and the target's output over ``k + 1`` tokens.
 
-
-def total_variation(target: Callable, draft: Callable, prefix: np.ndarray, k: int, **hooks) -> float:
-    """Total-variation distance between speculative and target output over ``k + 1`` tokens.
-
-    Zero for a correct verifier; the size of the damage for a faulty one.  A faulty rule
-    whose probabilities do not sum to 1 shows up here too, as the missing or extra mass.
+    Zero for a correct verifier; the size of the damage for a faulty one.  ``options`` go to
+    :func:`output_distribution` (``verifier``, ``bonus``, and ``length`` to change the
+    number of tokens compared).
     """
-    spec = speculative_sequence_distribution(target, draft, prefix, k, **hooks)
-    return float(0.5 * np.abs(spec - target_sequence_distribution(target, prefix, k + 1)).sum())
+    length = options.pop("length", None)
+    length = (k + 1 if length is None else length)
+    spec = output_distribution(target, draft, prefix, length, k, **options)
+    return float(0.5 * np.abs(spec - target_sequence_distribution(target, prefix, length)).sum())

@@ -7,7 +7,7 @@ use the letters the other way round.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Protocol
 
 import numpy as np
 
@@ -94,6 +94,45 @@ def sample_token(probs: np.ndarray, rng: np.random.Generator) -> int:
     return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(probs) - 1))
 
 
+class Chooser(Protocol):
+    """Every random choice a decoding loop makes, and nothing else.
+
+    ``token(row)`` draws a token from a probability row; ``coin(a)`` is True with
+    probability ``a``.  Driven by a generator (:class:`Sampler`) the loop samples; driven by
+    :class:`speclib.core.exact.Replay`, which walks every branch, the same code yields its
+    exact output distribution.
+    """
+
+    def token(self, probs: np.ndarray) -> int: ...
+
+    def coin(self, a: float) -> bool: ...
+
+
+class Sampler:
+    """The chooser that samples: ``token`` and ``coin`` from one ``numpy.random.Generator``.
+
+    ``coin(a)`` draws one uniform ``u`` and returns ``u < a``; ``token`` is
+    :func:`sample_token`.  Both consume one ``rng.random()`` each, so the stream of random
+    numbers is the one the book's loops have always used.
+    """
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+
+    def token(self, probs: np.ndarray) -> int:
+        return sample_token(probs, self.rng)
+
+    def coin(self, a: float) -> bool:
+        return self.rng.random() < a
+
+
+def as_chooser(rng: object, name: str = "rng") -> Chooser:
+    """A chooser from a generator or seed (a :class:`Sampler`), or the chooser itself."""
+    if hasattr(rng, "token") and hasattr(rng, "coin"):
+        return rng
+    return Sampler(as_generator(rng, name))
+
+
 class Verification(NamedTuple):
     """What one verification step emits."""
 
@@ -122,8 +161,9 @@ def verify(
     q_target : array_like, shape (k+1, V)
         Row ``i`` is the target's distribution at the same position; the last row is the
         target's distribution after all ``k`` drafts, used for the bonus token.
-    rng : numpy.random.Generator or int
-        Source of randomness (an int is used as a seed).
+    rng : numpy.random.Generator, int or Chooser
+        Source of randomness (an int is used as a seed; a :class:`Chooser` such as
+        :class:`speclib.core.exact.Replay` makes every random choice itself).
     bonus : bool, default True
         Draw the free extra token when all ``k`` drafts are accepted.  Turning it off
         keeps the output exact; it only lowers the tokens per target pass.
@@ -151,6 +191,12 @@ def verify(
     >>> verify([1, 0], p, q, rng=0)        # p == q: everything is accepted, bonus is token 0
     Verification(tokens=array([1, 0, 0]), n_accepted=2)
     """
+    draft_tokens, p_draft, q_target = check_block(draft_tokens, p_draft, q_target)
+    return _ratio_step(draft_tokens, p_draft, q_target, as_chooser(rng), bonus=bonus, accept=accept, correct=correct)
+
+
+def check_block(draft_tokens: object, p_draft: object, q_target: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Check one drafted block as every verifier takes it: ``k`` tokens, ``(k, V)`` and ``(k+1, V)`` rows."""
     p_draft = as_distribution(p_draft, "p_draft", ndim=2)
     q_target = as_distribution(q_target, "q_target", ndim=2)
     k, vocab = p_draft.shape
@@ -159,25 +205,34 @@ def verify(
         raise ValueError(f"draft_tokens: expected {k} tokens (one per row of p_draft), got {draft_tokens.size}")
     if q_target.shape != (k + 1, vocab):
         raise ValueError(f"q_target: expected shape ({k + 1}, {vocab}) = (k+1, V), got {q_target.shape}")
-    p_of_draft = p_draft[np.arange(k), draft_tokens]
-    if (p_of_draft <= 0).any():
-        i = int(np.argmax(p_of_draft <= 0))
-        raise ValueError(
-            f"draft_tokens: token {draft_tokens[i]} at position {i} has probability 0 under "
-            "p_draft; p_draft must be the distribution the token was sampled from"
-        )
-    rng = as_generator(rng)
+    return draft_tokens, p_draft, q_target
 
-    for i, x in enumerate(draft_tokens):
+
+def _ratio_step(draft_tokens: np.ndarray, p_draft: np.ndarray, q_target: np.ndarray, choose: Chooser, *,
+                bonus: bool = True, accept: Callable[[float, float], float] = acceptance_probability,
+                correct: Callable[[np.ndarray, np.ndarray], np.ndarray] = _residual) -> Verification:
+    """The rule itself, on inputs already checked; every random choice goes through ``choose``."""
+    for i in range(len(draft_tokens)):
+        x = draft_tokens[i]
+        if p_draft[i, x] <= 0:
+            raise ValueError(
+                f"draft_tokens: token {x} at position {i} has probability 0 under "
+                "p_draft; p_draft must be the distribution the token was sampled from"
+            )
         # Keep x with probability min(1, q(x)/p(x)) ...
-        if rng.random() < accept(p_draft[i, x], q_target[i, x]):
+        if choose.coin(accept(p_draft[i, x], q_target[i, x])):
             continue
         # ... and at the first rejection replace it by a draw from the residual, then stop:
         # later drafts were conditioned on a token that is no longer there.
-        fix = sample_token(correct(p_draft[i], q_target[i]), rng)
+        fix = choose.token(correct(p_draft[i], q_target[i]))
         return Verification(np.append(draft_tokens[:i], fix), i)
 
+    k = len(draft_tokens)
     if not bonus:
         return Verification(draft_tokens.copy(), k)
     # All k survived: the target pass already scored position k+1, so one more token is free.
-    return Verification(np.append(draft_tokens, sample_token(q_target[k], rng)), k)
+    return Verification(np.append(draft_tokens, choose.token(q_target[k])), k)
+
+
+#: The trusted core that the decoding loop calls (its inputs are its own, checked once).
+verify.step = _ratio_step

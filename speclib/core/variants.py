@@ -1,14 +1,19 @@
 """Variants of speculative decoding that production systems use, each measured against the target.
 
+Every variant runs in the one loop, :func:`speclib.core.decoding.speculative_generate`, as a
+part plugged into it; its exact law comes from the same loop through
+:func:`speclib.core.exact.output_distribution`.
+
 Exact variants (the output follows the target's distribution):
 
-* **Prompt lookup** (:func:`lookup_draft`, :func:`lookup_generate`): no draft model; the
-  proposal is what followed an earlier occurrence of the text's last ``n`` tokens.  A
-  deterministic proposal is a draft whose row is a point mass, so the ordinary ratio rule
-  verifies it: keep ``x`` with probability ``q(x)``, else draw from ``q`` without ``x``.
-* **Several drafts at once** (:func:`multi_draft_verify`, :func:`multi_draft_generate`):
-  ``m`` independent draft sequences verified together with SpecInfer's recursive rejection:
-  each candidate is tested against the residual left by the ones rejected before it.
+* **Prompt lookup** (:class:`speclib.core.proposers.PromptLookup`, :func:`lookup_replay`): no
+  draft model; the proposal is what followed an earlier occurrence of the text's last ``n``
+  tokens.  A deterministic proposal is a draft whose row is a point mass, so the ordinary
+  ratio rule verifies it: keep ``x`` with probability ``q(x)``, else draw from ``q`` without ``x``.
+* **Several drafts at once** (:class:`speclib.core.proposers.MultiDraft` with
+  :func:`multi_draft_verify`): ``m`` independent draft sequences verified together with
+  SpecInfer's recursive rejection: each candidate is tested against the residual left by the
+  ones rejected before it.
 * **Exact-match verification** (:func:`exact_match_verify`): the target draws its own token
   ``y ~ q``; a draft ``x`` is kept iff ``y == x``, and on a mismatch ``y`` itself is emitted.
   The emitted token is always ``y``, so the output is exact; a draft survives with
@@ -16,9 +21,8 @@ Exact variants (the output follows the target's distribution):
 * **Batches** (:func:`batch_generate`): ``B`` sequences verified in one pass; each keeps its own
   accepted tokens, and the batch pays for its longest block (``"pad"``), or every sequence
   keeps only as many as the shortest block (``"truncate"``).
-* **A cached model with rollback** (:class:`RecurrentModel`, :class:`ModelCache`,
-  :func:`cached_speculative_generate`): the per-position state must be cut back to the
-  accepted prefix after every rejection.
+* **A cached model with rollback** (:class:`RecurrentModel`, :class:`RecurrentCache`): the
+  per-position state must be cut back to the accepted prefix after every rejection.
 
 A lossy variant (the output drifts from the target, by an amount measured here):
 
@@ -26,32 +30,26 @@ A lossy variant (the output drifts from the target, by an amount measured here):
   target gives it more than ``min(epsilon, delta * exp(-H(q)))``; at the first failure emit a
   draw from ``q``.
 
-Every sampler has an exact counterpart that lists each outcome of one step with its
-probability (the ``*_block_distribution`` functions); :func:`sequence_distribution` completes
-those blocks with the target, for comparison with
-:func:`speclib.core.exact.target_sequence_distribution`.  The tests tie each sampler to its
-enumeration, and each exact variant to the target, with a faulty version as negative control.
+Every verifier here has the signature of :func:`speclib.core.sampling.verify` (checked
+inputs, a generator or a chooser as ``rng``) and a ``step`` attribute, its trusted core,
+which draws through a chooser; the loop calls that, and ``functools.partial`` of a verifier
+keeps it.  Negative controls: :func:`greedy_match_verify`, :func:`exact_match_fresh_draw`,
+``multi_draft_verify(recursive=False)``.
 """
 
 from __future__ import annotations
 
-import itertools
+import functools
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
 from .._validate import as_distribution, as_generator, as_int, as_real, as_tokens
-from .decoding import GenerationStats, _check_model, _last_rows
-from .exact import _check_sizes, target_sequence_distribution
-from .sampling import Verification, _residual, sample_token, verify
-
-Blocks = dict  # block (tuple of token ids) -> probability
-
-
-def _add(blocks: Blocks, block: tuple, prob: float) -> None:
-    if prob > 0.0:
-        blocks[block] = blocks.get(block, 0.0) + prob
+from .cache import fed_tokens
+from .decoding import _check_model, prepare_run
+from .proposers import _lookup, lookup_draft  # noqa: F401  (lookup_draft: the chapter imports it from here)
+from .sampling import Verification, _residual, as_chooser, check_block
 
 
 def _check_pair(target: Callable, draft: Callable) -> int:
@@ -59,31 +57,6 @@ def _check_pair(target: Callable, draft: Callable) -> int:
     if _check_model(draft, "draft") != vocab:
         raise ValueError(f"draft: vocabulary of {draft.vocab_size} tokens differs from the target's {vocab}")
     return vocab
-
-
-def sequence_distribution(target: Callable, prefix: np.ndarray, blocks: Blocks, length: int) -> np.ndarray:
-    """Distribution of the first ``length`` tokens when one step emits ``blocks`` and the target continues.
-
-    Blocks longer than ``length`` are cut; shorter ones are completed with the target's
-    own autoregressive probabilities, as later steps of an exact decoder would.
-
-    Returns
-    -------
-    ndarray of shape ``(V,) * length``.
-    """
-    vocab = _check_model(target, "target")
-    prefix = as_tokens(prefix, "prefix", vocab, allow_empty=False)
-    length = as_int(length, "length", minimum=1)
-    _check_sizes(vocab, length)
-    out = np.zeros((vocab,) * length)
-    for block, prob in blocks.items():
-        block = tuple(block[:length])
-        rest = length - len(block)
-        if rest == 0:
-            out[block] += prob
-        else:
-            out[block] += prob * target_sequence_distribution(target, np.concatenate([prefix, block]), rest)
-    return out
 
 
 def total_variation(a: np.ndarray, b: np.ndarray) -> float:
@@ -94,99 +67,7 @@ def total_variation(a: np.ndarray, b: np.ndarray) -> float:
     return float(0.5 * np.abs(a - b).sum())
 
 
-# --- Prompt lookup ----------------------------------------------------------------------------
-
-
-def lookup_draft(tokens: np.ndarray, k: int, n_max: int = 3, n_min: int = 1) -> np.ndarray:
-    """Propose up to ``k`` tokens by finding the last ``n`` tokens earlier in the text.
-
-    For ``n = n_max, ..., n_min``: find the most recent earlier position where the final
-    ``n`` tokens occurred, and propose the (at most ``k``) tokens that followed it.  The
-    first ``n`` with a match wins.  No match: an empty proposal.
-
-    Examples
-    --------
-    >>> lookup_draft([5, 6, 7, 8, 1, 5, 6], k=3)
-    array([7, 8, 1])
-    >>> lookup_draft([1, 2, 3], k=3)
-    array([], dtype=int64)
-    """
-    tokens = as_tokens(tokens, "tokens")
-    k = as_int(k, "k", minimum=1)
-    n_max = as_int(n_max, "n_max", minimum=1)
-    n_min = as_int(n_min, "n_min", minimum=1)
-    if n_min > n_max:
-        raise ValueError(f"n_min: must be <= n_max ({n_max}), got {n_min}")
-    size = tokens.size
-    for n in range(min(n_max, size - 1), n_min - 1, -1):
-        tail = tokens[size - n:]
-        # Windows starting at 0 .. size - n - 1: every occurrence that ends before the tail does.
-        windows = np.lib.stride_tricks.sliding_window_view(tokens[:size - 1], n)
-        hits = np.flatnonzero((windows == tail).all(axis=1))
-        if hits.size:
-            start = hits[-1] + n
-            return tokens[start:start + k].copy()
-    return np.zeros(0, dtype=np.int64)
-
-
-def _one_hot_rows(tokens: np.ndarray, vocab: int) -> np.ndarray:
-    rows = np.zeros((tokens.size, vocab))
-    rows[np.arange(tokens.size), tokens] = 1.0
-    return rows
-
-
-def lookup_generate(
-    target: Callable,
-    prompt: np.ndarray,
-    max_new_tokens: int,
-    k: int,
-    rng: np.random.Generator | int,
-    *,
-    n_max: int = 3,
-    n_min: int = 1,
-    verifier: Callable[..., Verification] = verify,
-) -> tuple[np.ndarray, GenerationStats]:
-    """Speculative decoding with prompt-lookup proposals: no draft model, no draft passes.
-
-    Each step proposes :func:`lookup_draft` of everything so far (prompt and generated
-    text) and verifies the proposal, a point-mass draft, with the ratio rule in one target
-    pass.  Without a match the step is a plain one.
-
-    Returns
-    -------
-    tokens : ndarray of int, shape (max_new_tokens,)
-    stats : GenerationStats
-        ``draft_passes`` stays 0: a look-up costs no model pass.
-
-    Examples
-    --------
-    >>> from speclib.lm.models import markov_pair
-    >>> target, _ = markov_pair(vocab_size=4, seed=0)
-    >>> tokens, stats = lookup_generate(target, [0, 1, 2, 3, 0, 1], 10, k=3, rng=0)
-    >>> len(tokens), stats.draft_passes
-    (10, 0)
-    """
-    vocab = _check_model(target, "target")
-    prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
-    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
-    k = as_int(k, "k", minimum=1)
-    rng = as_generator(rng)
-
-    tokens, stats = prompt.copy(), GenerationStats()
-    while tokens.size - prompt.size < max_new_tokens:
-        remaining = max_new_tokens - (tokens.size - prompt.size)
-        proposal = lookup_draft(tokens, min(k, remaining), n_max, n_min)
-        drafted = np.concatenate([tokens, proposal])
-        q_rows = _last_rows(target, drafted, proposal.size + 1, "target")
-        if proposal.size == 0:
-            emitted, n_accepted = np.array([sample_token(q_rows[0], rng)]), 0
-        else:
-            out = verifier(proposal, _one_hot_rows(proposal, vocab), q_rows, rng)
-            emitted, n_accepted = out.tokens, out.n_accepted
-        emitted = emitted[:remaining]
-        tokens = np.concatenate([tokens, emitted])
-        stats.record_step(proposal.size, n_accepted, emitted.size, draft_passes=0)  # a look-up is no pass
-    return tokens[prompt.size:], stats
+# --- Greedy match: the negative control for point-mass drafts ---------------------------------
 
 
 def greedy_match_verify(draft_tokens, p_draft, q_target, rng, *, bonus: bool = True) -> Verification:
@@ -195,36 +76,20 @@ def greedy_match_verify(draft_tokens, p_draft, q_target, rng, *, bonus: bool = T
     Right for greedy decoding, wrong for sampling: a kept token is always the target's
     favourite, and a rejection draws from ``q`` as if nothing had been kept.
     """
-    q_target = np.asarray(q_target, dtype=float)
-    rng = as_generator(rng)
-    for i, x in enumerate(np.asarray(draft_tokens)):
+    draft_tokens, p_draft, q_target = check_block(draft_tokens, p_draft, q_target)
+    return _greedy_match_step(draft_tokens, p_draft, q_target, as_chooser(rng), bonus=bonus)
+
+
+def _greedy_match_step(draft_tokens, p_draft, q_target, choose, *, bonus: bool = True) -> Verification:
+    for i, x in enumerate(draft_tokens):
         if x != int(np.argmax(q_target[i])):
-            return Verification(np.append(draft_tokens[:i], sample_token(q_target[i], rng)), i)
-    return Verification(np.append(draft_tokens, sample_token(q_target[-1], rng)), len(draft_tokens))
+            return Verification(np.append(draft_tokens[:i], choose.token(q_target[i])), i)
+    if not bonus:
+        return Verification(draft_tokens.copy(), len(draft_tokens))
+    return Verification(np.append(draft_tokens, choose.token(q_target[-1])), len(draft_tokens))
 
 
-def lookup_block_distribution(target: Callable, prefix: np.ndarray, k: int, n_max: int = 3,
-                              n_min: int = 1, *, greedy: bool = False) -> Blocks:
-    """Exact probability of every block one prompt-lookup step emits (``greedy``: the faulty verifier)."""
-    vocab = _check_model(target, "target")
-    prefix = as_tokens(prefix, "prefix", vocab, allow_empty=False)
-    proposal = lookup_draft(prefix, k, n_max, n_min)
-    q_rows = np.asarray(target(np.concatenate([prefix, proposal])))[prefix.size - 1:]
-    blocks: Blocks = {}
-    mass = 1.0
-    for i, x in enumerate(proposal):
-        if greedy:
-            keep = float(x == int(np.argmax(q_rows[i])))
-            fix = q_rows[i]
-        else:
-            keep = q_rows[i, x]
-            fix = _residual(_one_hot_rows(np.array([x]), vocab)[0], q_rows[i])
-        for y in range(vocab):
-            _add(blocks, tuple(proposal[:i]) + (y,), mass * (1.0 - keep) * fix[y])
-        mass *= keep
-    for y in range(vocab):
-        _add(blocks, tuple(proposal) + (y,), mass * q_rows[proposal.size, y])
-    return blocks
+greedy_match_verify.step = _greedy_match_step
 
 
 # --- Several drafts, recursive rejection (SpecInfer) -------------------------------------------
@@ -290,6 +155,7 @@ def multi_draft_verify(
     rng: np.random.Generator | int,
     *,
     recursive: bool = True,
+    bonus: bool = True,
 ) -> Verification:
     """Verify ``m`` draft sequences of length ``k`` at once, with recursive rejection.
 
@@ -322,16 +188,19 @@ def multi_draft_verify(
     -------
     Verification
     """
-    drafts = np.asarray(drafts)
     p_draft = as_distribution(p_draft, "p_draft", ndim=3)
     q_target = as_distribution(q_target, "q_target", ndim=3)
     m, k, vocab = p_draft.shape
+    drafts = as_tokens(np.asarray(drafts).reshape(-1), "drafts", vocab).reshape(np.shape(drafts))
     if drafts.shape != (m, k):
         raise ValueError(f"drafts: expected shape ({m}, {k}) to match p_draft, got {drafts.shape}")
     if q_target.shape != (m, k + 1, vocab):
         raise ValueError(f"q_target: expected shape ({m}, {k + 1}, {vocab}), got {q_target.shape}")
-    rng = as_generator(rng)
+    return _multi_draft_step(drafts, p_draft, q_target, as_chooser(rng), recursive=recursive, bonus=bonus)
 
+
+def _multi_draft_step(drafts, p_draft, q_target, choose, *, recursive: bool = True, bonus: bool = True) -> Verification:
+    m, k = drafts.shape
     alive, kept = list(range(m)), []
     for depth in range(k):
         r = q_target[alive[0], depth]
@@ -339,117 +208,23 @@ def multi_draft_verify(
         winner = None
         for j in alive:
             x = drafts[j, depth]
-            if rng.random() * p[x] < r[x]:  # u < min(1, r(x)/p(x))
+            if choose.coin(min(1.0, r[x] / p[x])):  # keep x with probability min(1, r(x)/p(x))
                 winner = j
                 break
             if recursive:
                 r = _residual(p, r)
         if winner is None:
             fix = r if recursive else _residual(p, q_target[alive[0], depth])
-            return Verification(np.array(kept + [sample_token(fix, rng)]), depth)
+            return Verification(np.array(kept + [choose.token(fix)]), depth)
         x = drafts[winner, depth]
         kept.append(int(x))
         alive = [j for j in alive if drafts[j, depth] == x]
-    return Verification(np.array(kept + [sample_token(q_target[alive[0], k], rng)]), k)
+    if not bonus:
+        return Verification(np.array(kept), k)
+    return Verification(np.array(kept + [choose.token(q_target[alive[0], k])]), k)
 
 
-def multi_draft_generate(
-    target: Callable,
-    draft: Callable,
-    prompt: np.ndarray,
-    max_new_tokens: int,
-    k: int,
-    m: int,
-    rng: np.random.Generator | int,
-    *,
-    recursive: bool = True,
-) -> tuple[np.ndarray, GenerationStats]:
-    """Speculative decoding with ``m`` independent draft sequences of ``k`` tokens per step.
-
-    Draft cost: ``m * k`` draft passes per step (counted in ``stats.draft_passes``); target
-    cost: one pass over the tree of drafts.  ``m = 1`` is ordinary speculative decoding.
-
-    Examples
-    --------
-    >>> from speclib.lm.models import markov_pair
-    >>> target, draft = markov_pair(vocab_size=8, draft_noise=0.5, seed=0)
-    >>> tokens, stats = multi_draft_generate(target, draft, [0], 20, k=2, m=3, rng=1)
-    >>> len(tokens), stats.draft_passes <= 3 * 2 * stats.target_passes  # the last step may draft less
-    (20, True)
-    """
-    _check_pair(target, draft)
-    prompt = as_tokens(prompt, "prompt", target.vocab_size, allow_empty=False)
-    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
-    k = as_int(k, "k", minimum=1)
-    m = as_int(m, "m", minimum=1)
-    rng = as_generator(rng)
-
-    tokens, stats = prompt.copy(), GenerationStats()
-    while tokens.size - prompt.size < max_new_tokens:
-        remaining = max_new_tokens - (tokens.size - prompt.size)
-        k_step = min(k, remaining)
-        drafts, p_rows, q_rows = [], [], []
-        for _ in range(m):
-            seq, rows = tokens, []
-            for _ in range(k_step):
-                p = _last_rows(draft, seq, 1, "draft")[0]
-                rows.append(p)
-                seq = np.append(seq, sample_token(p, rng))
-            drafts.append(seq[tokens.size:])
-            p_rows.append(rows)
-            q_rows.append(_last_rows(target, seq, k_step + 1, "target"))
-        out = multi_draft_verify(np.array(drafts), np.array(p_rows), np.array(q_rows), rng, recursive=recursive)
-        emitted = out.tokens[:remaining]
-        tokens = np.concatenate([tokens, emitted])
-        stats.record_step(k_step, out.n_accepted, emitted.size, draft_passes=m * k_step)
-        stats.draft_proposed += (m - 1) * k_step  # the other m - 1 drafts were proposed too
-    return tokens[prompt.size:], stats
-
-
-def multi_draft_block_distribution(target: Callable, draft: Callable, prefix: np.ndarray, k: int, m: int,
-                                   *, recursive: bool = True) -> Blocks:
-    """Exact probability of every block one step of :func:`multi_draft_generate` emits."""
-    vocab = _check_pair(target, draft)
-    prefix = as_tokens(prefix, "prefix", vocab, allow_empty=False)
-    k = as_int(k, "k", minimum=1)
-    m = as_int(m, "m", minimum=1)
-    _check_sizes(vocab, m * k)
-    n = prefix.size
-    blocks: Blocks = {}
-    seqs = list(itertools.product(range(vocab), repeat=k))
-    rows = {}
-    for s in seqs:
-        full = np.concatenate([prefix, s])
-        rows[s] = (np.asarray(draft(full))[n - 1:n - 1 + k], np.asarray(target(full))[n - 1:n + k])
-    seq_prob = {s: float(np.prod(rows[s][0][np.arange(k), s])) for s in seqs}
-
-    def walk(drafts: tuple, alive: list, kept: tuple, depth: int, mass: float) -> None:
-        if depth == k:
-            q = rows[drafts[alive[0]]][1][k]
-            for y in range(vocab):
-                _add(blocks, kept + (y,), mass * q[y])
-            return
-        p, r = rows[drafts[alive[0]]][0][depth], rows[drafts[alive[0]]][1][depth]
-        q0 = r
-        for j in alive:
-            x = drafts[j][depth]
-            a = min(1.0, r[x] / p[x])
-            if a > 0:
-                walk(drafts, [i for i in alive if drafts[i][depth] == x], kept + (x,), depth + 1, mass * a)
-            mass *= 1.0 - a
-            if mass == 0.0:
-                return
-            if recursive:
-                r = _residual(p, r)
-        fix = r if recursive else _residual(p, q0)
-        for y in range(vocab):
-            _add(blocks, kept + (y,), mass * fix[y])
-
-    for combo in itertools.product(seqs, repeat=m):
-        mass = float(np.prod([seq_prob[s] for s in combo]))
-        if mass > 0.0:
-            walk(combo, list(range(m)), (), 0, mass)
-    return blocks
+multi_draft_verify.step = _multi_draft_step
 
 
 # --- Typical acceptance (lossy) ----------------------------------------------------------------
@@ -483,16 +258,22 @@ def typical_verify(draft_tokens, p_draft, q_target, rng, *, epsilon: float, delt
     ``verifier`` to :func:`speclib.core.decoding.speculative_generate`.
     """
     epsilon, delta = _check_typical(epsilon, delta)
-    q_target = np.asarray(q_target, dtype=float)
-    draft_tokens = np.asarray(draft_tokens)
-    rng = as_generator(rng)
+    draft_tokens, p_draft, q_target = check_block(draft_tokens, p_draft, q_target)
+    return _typical_step(draft_tokens, p_draft, q_target, as_chooser(rng), epsilon=epsilon, delta=delta, bonus=bonus)
+
+
+def _typical_step(draft_tokens, p_draft, q_target, choose, *, epsilon: float, delta: float,
+                  bonus: bool = True) -> Verification:
     thresholds = typical_threshold(q_target, epsilon, delta)
     for i, x in enumerate(draft_tokens):
         if not q_target[i, x] > thresholds[i]:
-            return Verification(np.append(draft_tokens[:i], sample_token(q_target[i], rng)), i)
+            return Verification(np.append(draft_tokens[:i], choose.token(q_target[i])), i)
     if not bonus:
         return Verification(draft_tokens.copy(), len(draft_tokens))
-    return Verification(np.append(draft_tokens, sample_token(q_target[-1], rng)), len(draft_tokens))
+    return Verification(np.append(draft_tokens, choose.token(q_target[-1])), len(draft_tokens))
+
+
+typical_verify.step = _typical_step
 
 
 def typical_first_token(p: np.ndarray, q: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
@@ -570,29 +351,6 @@ def text_acceptance(target: Callable, draft: Callable, tokens: np.ndarray, start
     return float(np.minimum(p, q).sum(axis=1).mean())
 
 
-def typical_block_distribution(target: Callable, draft: Callable, prefix: np.ndarray, k: int, *,
-                               epsilon: float, delta: float) -> Blocks:
-    """Exact probability of every block one typical-acceptance step emits."""
-    vocab = _check_pair(target, draft)
-    prefix = as_tokens(prefix, "prefix", vocab, allow_empty=False)
-    k = as_int(k, "k", minimum=1)
-    epsilon, delta = _check_typical(epsilon, delta)
-    _check_sizes(vocab, k + 1)
-    n = prefix.size
-    blocks: Blocks = {}
-    for drafts in itertools.product(range(vocab), repeat=k):
-        full = np.concatenate([prefix, drafts])
-        p_rows, q_rows = np.asarray(draft(full))[n - 1:n - 1 + k], np.asarray(target(full))[n - 1:n + k]
-        mass = float(np.prod(p_rows[np.arange(k), drafts]))
-        if mass == 0.0:
-            continue
-        thresholds = typical_threshold(q_rows, epsilon, delta)
-        stop = next((i for i, x in enumerate(drafts) if not q_rows[i, x] > thresholds[i]), k)
-        for y in range(vocab):
-            _add(blocks, tuple(drafts[:stop]) + (y,), mass * q_rows[stop, y])
-    return blocks
-
-
 # --- Exact-match verification ------------------------------------------------------------------
 
 
@@ -604,16 +362,24 @@ def exact_match_verify(draft_tokens, p_draft, q_target, rng, *, bonus: bool = Tr
     ``sum_x p(x) q(x)`` (:func:`match_acceptance`).  Same signature as
     :func:`speclib.core.sampling.verify` (``p_draft`` is not needed).
     """
-    q_target = np.asarray(q_target, dtype=float)
-    draft_tokens = np.asarray(draft_tokens)
-    rng = as_generator(rng)
+    draft_tokens, p_draft, q_target = check_block(draft_tokens, p_draft, q_target)
+    return _exact_match_step(draft_tokens, p_draft, q_target, as_chooser(rng), bonus=bonus)
+
+
+def _exact_match_step(draft_tokens, p_draft, q_target, choose, *, bonus: bool = True,
+                      fresh_draw: bool = False) -> Verification:
     for i, x in enumerate(draft_tokens):
-        y = sample_token(q_target[i], rng)
+        y = choose.token(q_target[i])
         if y != x:
+            if fresh_draw:  # the mistake: a new draw, independent of the mismatch
+                y = choose.token(q_target[i])
             return Verification(np.append(draft_tokens[:i], y), i)
     if not bonus:
         return Verification(draft_tokens.copy(), len(draft_tokens))
-    return Verification(np.append(draft_tokens, sample_token(q_target[-1], rng)), len(draft_tokens))
+    return Verification(np.append(draft_tokens, choose.token(q_target[-1])), len(draft_tokens))
+
+
+exact_match_verify.step = _exact_match_step
 
 
 def exact_match_fresh_draw(draft_tokens, p_draft, q_target, rng, *, bonus: bool = True) -> Verification:
@@ -622,13 +388,11 @@ def exact_match_fresh_draw(draft_tokens, p_draft, q_target, rng, *, bonus: bool 
     The new draw is independent of the mismatch, so a token that matched less often is
     over-represented: the output drifts from ``q``.
     """
-    q_target = np.asarray(q_target, dtype=float)
-    draft_tokens = np.asarray(draft_tokens)
-    rng = as_generator(rng)
-    for i, x in enumerate(draft_tokens):
-        if sample_token(q_target[i], rng) != x:
-            return Verification(np.append(draft_tokens[:i], sample_token(q_target[i], rng)), i)
-    return Verification(np.append(draft_tokens, sample_token(q_target[-1], rng)), len(draft_tokens))
+    draft_tokens, p_draft, q_target = check_block(draft_tokens, p_draft, q_target)
+    return _exact_match_step(draft_tokens, p_draft, q_target, as_chooser(rng), bonus=bonus, fresh_draw=True)
+
+
+exact_match_fresh_draw.step = functools.partial(_exact_match_step, fresh_draw=True)
 
 
 def match_acceptance(p: np.ndarray, q: np.ndarray) -> np.ndarray | float:
@@ -645,35 +409,6 @@ def match_acceptance(p: np.ndarray, q: np.ndarray) -> np.ndarray | float:
         raise ValueError(f"p and q must have the same shape, got {p.shape} and {q.shape}")
     a = (p * q).sum(axis=-1)
     return float(a) if a.ndim == 0 else a
-
-
-def exact_match_block_distribution(target: Callable, draft: Callable, prefix: np.ndarray, k: int, *,
-                                   fresh_draw: bool = False) -> Blocks:
-    """Exact probability of every block one exact-match step emits (``fresh_draw``: the faulty one)."""
-    vocab = _check_pair(target, draft)
-    prefix = as_tokens(prefix, "prefix", vocab, allow_empty=False)
-    k = as_int(k, "k", minimum=1)
-    _check_sizes(vocab, k + 1)
-    n = prefix.size
-    blocks: Blocks = {}
-    for drafts in itertools.product(range(vocab), repeat=k):
-        full = np.concatenate([prefix, drafts])
-        p_rows, q_rows = np.asarray(draft(full))[n - 1:n - 1 + k], np.asarray(target(full))[n - 1:n + k]
-        mass = float(np.prod(p_rows[np.arange(k), drafts]))
-        for i, x in enumerate(drafts):
-            if mass == 0.0:
-                break
-            miss = 1.0 - q_rows[i, x]
-            for y in range(vocab):
-                if fresh_draw:
-                    _add(blocks, tuple(drafts[:i]) + (y,), mass * miss * q_rows[i, y])
-                elif y != x:
-                    _add(blocks, tuple(drafts[:i]) + (y,), mass * q_rows[i, y])
-            mass *= q_rows[i, x]
-        if mass > 0.0:
-            for y in range(vocab):
-                _add(blocks, tuple(drafts) + (y,), mass * q_rows[k, y])
-    return blocks
 
 
 # --- Batches -----------------------------------------------------------------------------------
@@ -721,7 +456,7 @@ def batch_generate(
     rng: np.random.Generator | int,
     *,
     policy: str = "pad",
-    verifier: Callable[..., Verification] = verify,
+    verifier: Callable[..., Verification] | None = None,
 ) -> tuple[list[np.ndarray], BatchStats]:
     """Speculative decoding of ``B`` sequences whose blocks are verified in one batched pass.
 
@@ -753,38 +488,30 @@ def batch_generate(
     k = as_int(k, "k", minimum=1)
     if policy not in ("pad", "truncate"):
         raise ValueError(f"policy: expected 'pad' or 'truncate', got {policy!r}")
-    rng = as_generator(rng)
 
-    seqs = [pr.copy() for pr in prompts]
+    # One run of the speculative loop per sequence; this driver only steps them together.
+    runs = [prepare_run(target, draft, pr, max_new_tokens, k, True, verifier) for pr in prompts]
+    choose = as_chooser(rng)
     stats = BatchStats(batch_size=len(prompts))
     while True:
-        live = [i for i, s in enumerate(seqs) if s.size - prompts[i].size < max_new_tokens]
+        live = [run for run in runs if not run.done]
         if not live:
             break
-        blocks = {}
-        for i in live:
-            remaining = max_new_tokens - (seqs[i].size - prompts[i].size)
-            k_step = min(k, remaining)
-            drafted, p_rows = seqs[i], []
-            for _ in range(k_step):
-                p = _last_rows(draft, drafted, 1, "draft")[0]
-                p_rows.append(p)
-                drafted = np.append(drafted, sample_token(p, rng))
-            q_rows = _last_rows(target, drafted, k_step + 1, "target")
-            out = verifier(drafted[seqs[i].size:], np.array(p_rows), q_rows, rng)
-            blocks[i] = out.tokens[:remaining]
-            stats.draft_passes += k_step
-        lengths = [blocks[i].size for i in live]
+        before = [(run.n, run.stats.draft_passes) for run in live]
+        for run in live:
+            run.step(choose)
+        lengths = [run.n - n for run, (n, _) in zip(live, before)]
         keep = min(lengths) if policy == "truncate" else None
-        for i in live:
-            kept = blocks[i] if keep is None else blocks[i][:keep]
-            stats.discarded += blocks[i].size - kept.size
-            seqs[i] = np.concatenate([seqs[i], kept])
-            stats.tokens_generated += kept.size
+        for run, (n, passes), length in zip(live, before, lengths):
+            if keep is not None and keep < length:
+                run.truncate(n + keep)
+            stats.discarded += length - (run.n - n)
+            stats.tokens_generated += run.n - n
+            stats.draft_passes += run.stats.draft_passes - passes
         stats.slots += len(live) * (max(lengths) if keep is None else keep)
         stats.target_passes += 1
         stats.block_lengths.append(lengths)
-    return [s[pr.size:] for s, pr in zip(seqs, prompts)], stats
+    return [run.tokens.copy() for run in runs], stats
 
 
 def block_length_cdf(alpha: float, k: int) -> np.ndarray:
@@ -827,7 +554,7 @@ class RecurrentModel:
 
     Its state after a token depends on the *whole* text before it, so a decoder that
     does not want to re-read the text at every pass must keep a state per position, a cache
-    (see :class:`ModelCache`), and cut it back after a rejection, like a transformer's KV
+    (see :class:`RecurrentCache`), and cut it back after a rejection, like a transformer's KV
     cache.  Follows the model protocol; ``__call__`` recomputes everything from scratch.
 
     Parameters
@@ -842,6 +569,9 @@ class RecurrentModel:
 
     context_length = None
 
+    #: Positions read through this model's caches so far (the work the cache saves is visible here).
+    positions_computed = 0
+
     def __init__(self, vocab_size: int, hidden_size: int = 16, seed: int = 0, temperature: float = 1.0) -> None:
         self.vocab_size = as_int(vocab_size, "vocab_size", minimum=2)
         self.hidden_size = as_int(hidden_size, "hidden_size", minimum=1)
@@ -852,6 +582,10 @@ class RecurrentModel:
         self.W = rng.normal(0.0, 1.5 / np.sqrt(h), (h, h))
         self.E = rng.normal(0.0, 0.5, (self.vocab_size, h))
         self.U = rng.normal(0.0, 2.5 / np.sqrt(h), (h, self.vocab_size))
+
+    def cache(self) -> "RecurrentCache":
+        """An empty :class:`RecurrentCache` (the loops of :mod:`speclib.core.decoding` use it)."""
+        return RecurrentCache(self)
 
     def initial_state(self) -> np.ndarray:
         return np.zeros(self.hidden_size)
@@ -891,42 +625,44 @@ def recurrent_pair(vocab_size: int = 8, hidden_size: int = 16, seed: int = 0,
     return target, RecurrentModel(vocab_size, hidden_size, seed, temperature=draft_temperature)
 
 
-class ModelCache:
+class RecurrentCache:
     """The per-position states of a :class:`RecurrentModel` for the tokens read so far.
 
-    ``extend(tokens)`` reads new tokens from the last cached state (work proportional to the
-    new tokens only) and returns their next-token rows; ``rollback(length)`` forgets every
-    position from ``length`` on.  After a rollback the cache must equal a fresh computation
-    on the kept tokens; the tests check exactly that.
+    Follows the cache protocol of :mod:`speclib.core.cache`: ``extend(tokens)`` reads new
+    tokens from the last cached state (work proportional to the new tokens only) and returns
+    their next-token rows; ``rollback(length)`` forgets every position from ``length`` on.
+    After a rollback the cache must equal a fresh computation on the kept tokens; the tests
+    check exactly that.  Every position read is counted in the model's
+    ``positions_computed``.
 
     Attributes
     ----------
-    tokens : ndarray of int
-        The tokens whose states are cached.
-    states : ndarray, shape (len(tokens), hidden_size)
-    positions_computed : int
-        How many positions have been read in total (the work done).
+    states : ndarray, shape (len(cache), hidden_size)
     """
 
     def __init__(self, model: RecurrentModel) -> None:
         if not isinstance(model, RecurrentModel):
             raise TypeError(f"model: expected a RecurrentModel, got {type(model).__name__}")
         self.model = model
-        self.tokens = np.zeros(0, dtype=np.int64)
+        self._tokens = np.zeros(0, dtype=np.int64)
         self.states = np.zeros((0, model.hidden_size))
-        self.positions_computed = 0
 
     def __len__(self) -> int:
-        return int(self.tokens.size)
+        return int(self._tokens.size)
+
+    @property
+    def tokens(self) -> np.ndarray:
+        """The tokens whose states are cached (a copy)."""
+        return self._tokens.copy()
 
     def extend(self, tokens: np.ndarray) -> np.ndarray:
         """Read ``tokens`` after the cached ones; return their rows, shape ``(len(tokens), V)``."""
-        tokens = as_tokens(tokens, "tokens", self.model.vocab_size)
+        tokens = fed_tokens(tokens, self.model.vocab_size)
         start = self.states[-1] if len(self) else None
         new = self.model.states(tokens, start)
-        self.tokens = np.concatenate([self.tokens, tokens])
+        self._tokens = np.concatenate([self._tokens, tokens])
         self.states = np.concatenate([self.states, new])
-        self.positions_computed += tokens.size
+        self.model.positions_computed += tokens.size
         return self.model.probs(new)
 
     def rollback(self, length: int) -> None:
@@ -934,7 +670,7 @@ class ModelCache:
         length = as_int(length, "length", minimum=0)
         if length > len(self):
             raise ValueError(f"length: cannot roll forward, the cache holds {len(self)} positions, got {length}")
-        self.tokens = self.tokens[:length]
+        self._tokens = self._tokens[:length]
         self.states = self.states[:length]
 
 
@@ -945,79 +681,6 @@ def accepted_length(prefix_length: int, n_accepted: int) -> int:
     step reads it first.
     """
     return prefix_length + n_accepted
-
-
-def cached_speculative_generate(
-    target: RecurrentModel,
-    draft: RecurrentModel,
-    prompt: np.ndarray,
-    max_new_tokens: int,
-    k: int,
-    rng: np.random.Generator | int,
-    *,
-    keep: Callable[[int, int], int] = accepted_length,
-) -> tuple[np.ndarray, GenerationStats, ModelCache, ModelCache]:
-    """Speculative decoding that reads every position once, with caches rolled back after rejections.
-
-    The draft and the target each keep a :class:`ModelCache`.  Per step the draft extends its
-    cache one drafted token at a time, the target extends its cache by the whole block (one
-    pass), and after verification both caches are cut back to ``keep(prefix_length,
-    n_accepted)`` positions; the next step reads the correction or bonus token first.  With
-    the same seed the tokens equal those of :func:`speclib.core.decoding.speculative_generate`.
-
-    Parameters
-    ----------
-    keep : callable, default :func:`accepted_length`
-        ``(prefix_length, n_accepted) -> positions to keep``.  Anything else is a bug the
-        tests must catch (keeping one position too many leaves a rejected token's state in
-        the cache).
-
-    Returns
-    -------
-    tokens : ndarray, shape (max_new_tokens,)
-    stats : GenerationStats
-    target_cache, draft_cache : ModelCache
-        The caches at the end, to compare with a fresh computation.
-    """
-    _check_pair(target, draft)
-    for name, model in (("target", target), ("draft", draft)):
-        if not isinstance(model, RecurrentModel):
-            raise TypeError(f"{name}: expected a RecurrentModel (a model with a cache), got {type(model).__name__}")
-    prompt = as_tokens(prompt, "prompt", target.vocab_size, allow_empty=False)
-    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
-    k = as_int(k, "k", minimum=1)
-    rng = as_generator(rng)
-
-    t_cache, d_cache = ModelCache(target), ModelCache(draft)
-    q_next = t_cache.extend(prompt)[-1]  # the target's row for the first new token
-    p_next = d_cache.extend(prompt)[-1]
-    tokens, stats = prompt.copy(), GenerationStats()
-    while tokens.size - prompt.size < max_new_tokens:
-        remaining = max_new_tokens - (tokens.size - prompt.size)
-        k_step = min(k, remaining)
-        drafts, p_rows = [], [p_next]
-        for i in range(k_step):  # 1. draft, one cached draft pass per token
-            drafts.append(sample_token(p_rows[-1], rng))
-            if i < k_step - 1:
-                p_rows.append(d_cache.extend(drafts[-1:])[0])
-        drafts = np.array(drafts)
-        q_rows = np.vstack([q_next, t_cache.extend(drafts)])  # 2. one target pass over the block
-        out = verify(drafts, np.array(p_rows), q_rows, rng)  # 3. and 4.
-        emitted = out.tokens[:remaining]
-        new_tokens = np.concatenate([tokens, emitted])
-        # 5. Roll both caches back to the accepted prefix, then read what they lack.
-        for cache in (t_cache, d_cache):
-            start = min(len(cache), accepted_length(tokens.size, out.n_accepted))
-            cache.rollback(min(len(cache), keep(tokens.size, out.n_accepted)))
-            if new_tokens.size > start:  # nothing to read after the final step's last token
-                rows = cache.extend(new_tokens[start:])
-                if cache is t_cache:
-                    q_next = rows[-1]
-                else:
-                    p_next = rows[-1]
-        tokens = new_tokens
-        stats.record_step(k_step, out.n_accepted, emitted.size)
-    return tokens[prompt.size:], stats, t_cache, d_cache
 
 
 class ArgmaxDraft:
@@ -1064,11 +727,12 @@ def lookup_replay(tokens: np.ndarray, k: int, start: int, n_max: int = 3, n_min:
     tokens = as_tokens(tokens, "tokens")
     k = as_int(k, "k", minimum=1)
     start = as_int(start, "start", minimum=1)
+    lookup_draft(tokens[:1], 1, n_max, n_min)  # checks n_max and n_min
     if start >= tokens.size:
         raise ValueError(f"start: must be below the text length {tokens.size}, got {start}")
     steps, i = [], start
     while i < tokens.size:
-        proposal = lookup_draft(tokens[:i], min(k, tokens.size - i), n_max, n_min)
+        proposal = _lookup(tokens[:i], min(k, tokens.size - i), n_max, n_min)
         truth = tokens[i:i + proposal.size]
         matched = int(np.argmin(proposal == truth)) if (proposal != truth).any() else proposal.size
         emitted = min(matched + 1, tokens.size - i)

@@ -34,7 +34,7 @@ import numpy as np
 
 from .._validate import as_distribution, as_int, as_real, as_tokens
 from .decoding import GenerationStats, _check_model, _last_rows, speculative_generate
-from .exact import speculative_sequence_distribution, target_sequence_distribution
+from .exact import output_distribution, target_sequence_distribution
 from .sampling import acceptance_rate
 
 # Masses that differ from ``top_p`` by less than this count as reaching it (rounding in cumsum).
@@ -356,7 +356,7 @@ def control_placement_errors(
     k = as_int(k, "k", minimum=1)
     want = target_sequence_distribution(hot_target, prompt, k + 1)
     pairs = dict(zip(PLACEMENTS, [(hot_target, hot_draft), (hot_target, draft), (target, hot_draft)]))
-    return {name: float(np.abs(speculative_sequence_distribution(t, d, prompt, k) - want).max())
+    return {name: float(np.abs(output_distribution(t, d, prompt, k + 1, k) - want).max())
             for name, (t, d) in pairs.items()}
 
 

@@ -9,9 +9,9 @@ the incremental path that makes speculative decoding pay off on a real machine:
   :meth:`KVCache.extend` runs the model on new tokens only (one token while drafting,
   ``k + 1`` tokens to verify a draft), and :meth:`KVCache.rollback` forgets the tokens after
   a rejection, so that the next step continues from the accepted prefix.
-* :func:`cached_autoregressive_generate` and :func:`cached_speculative_generate` are the
-  loops of :mod:`speclib.core.decoding` rewritten on top of the cache; they draw their random
-  numbers in the same order, so with the same seed they return the same tokens.
+* :meth:`Transformer.cache` makes the model follow the cache protocol of
+  :mod:`speclib.core.cache`, so the loops of :mod:`speclib.core.decoding` read it
+  incrementally (``autoregressive_generate`` and ``speculative_generate`` need nothing else).
 
 Architecture (pre-layer-norm GPT): token and learned position embeddings; ``n_layers``
 blocks of causal multi-head self-attention and a GELU MLP, each behind a layer norm and
@@ -36,13 +36,12 @@ import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from .._validate import as_generator, as_int, as_real, as_tokens
-from ..core.decoding import GenerationStats
-from ..core.sampling import sample_token, verify
+from ..core.cache import fed_tokens
+from ..core.decoding import autoregressive_generate, speculative_generate
 
 #: Where the shipped weights live.
 DATA_DIR = Path(__file__).parent.parent / "data"
@@ -375,16 +374,15 @@ class KVCache:
 
     def extend_logits(self, tokens: np.ndarray) -> np.ndarray:
         """Feed ``tokens``; return their raw next-token scores, shape ``(len(tokens), V)``."""
-        return self._extend_logits(as_tokens(tokens, "tokens", self.model.vocab_size))
+        return self._extend_logits(fed_tokens(tokens, self.model.vocab_size))
 
     def extend(self, tokens: np.ndarray) -> np.ndarray:
-        """Feed ``tokens``; return their next-token distributions at the model's temperature."""
-        return softmax_rows(self.extend_logits(tokens), self.model.temperature)
+        """Feed ``tokens``; return their next-token distributions at the model's temperature.
 
-    # The decoding loops feed token ids they produced themselves and call these two directly:
-    # a draft pass is short enough that validating its input again would show in the timings.
-    def _extend(self, tokens: np.ndarray) -> np.ndarray:
-        return _softmax(self._extend_logits(tokens), self.model.temperature)
+        Token arrays that a decoding loop built itself (int64 numpy arrays) are range-checked
+        with two comparisons only: a draft pass is short enough that more would show.
+        """
+        return _softmax(self._extend_logits(fed_tokens(tokens, self.model.vocab_size)), self.model.temperature)
 
     def _extend_logits(self, tokens: np.ndarray) -> np.ndarray:
         block = self.model.config.block_size
@@ -527,114 +525,6 @@ def _check_transformer(model: object, name: str) -> Transformer:
     if not isinstance(model, Transformer):
         raise TypeError(f"{name}: expected a speclib.lm.transformer.Transformer, got {type(model).__name__}")
     return model
-
-
-def _feed(cache: KVCache, tokens: np.ndarray, timings: dict | None, key: str) -> np.ndarray:
-    """``cache.extend(tokens)``, adding the seconds it took to ``timings[key]`` when asked."""
-    if timings is None:
-        return cache._extend(tokens)
-    t0 = time.perf_counter()
-    out = cache._extend(tokens)
-    timings[key] = timings.get(key, 0.0) + time.perf_counter() - t0
-    return out
-
-
-def cached_autoregressive_generate(model: Transformer, prompt: np.ndarray, max_new_tokens: int,
-                                   rng: np.random.Generator | int,
-                                   timings: dict | None = None) -> tuple[np.ndarray, GenerationStats]:
-    """:func:`speclib.core.decoding.autoregressive_generate` with a key/value cache.
-
-    Each step feeds only the newest token.  Random numbers are drawn in the same order as
-    the uncached loop, so the same seed gives the same tokens.  If ``timings`` is a dict,
-    the seconds spent in forward passes are added to ``timings["target"]``.
-
-    Examples
-    --------
-    >>> cfg = TransformerConfig(vocab_size=5, block_size=8, d_model=8, n_layers=1, n_heads=2)
-    >>> tokens, stats = cached_autoregressive_generate(random_transformer(cfg), [0], 12, rng=1)
-    >>> len(tokens), stats.target_passes
-    (12, 12)
-    """
-    model = _check_transformer(model, "model")
-    prompt = as_tokens(prompt, "prompt", model.vocab_size, allow_empty=False)
-    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
-    rng = as_generator(rng)
-
-    cache, seq = model.cache(), list(prompt)
-    stats = GenerationStats()
-    for _ in range(max_new_tokens):
-        q = _feed(cache, np.asarray(seq[len(cache):], dtype=np.int64), timings, "target")[-1]
-        seq.append(sample_token(q, rng))
-        stats.target_passes += 1
-        stats.tokens_generated += 1
-        stats.tokens_per_step.append(1)
-    return np.asarray(seq[prompt.size:], dtype=np.int64), stats
-
-
-def cached_speculative_generate(target: Transformer, draft: Transformer, prompt: np.ndarray,
-                                max_new_tokens: int, k: int, rng: np.random.Generator | int,
-                                *, bonus: bool = True, timings: dict | None = None) -> tuple[np.ndarray, GenerationStats]:
-    """:func:`speclib.core.decoding.speculative_generate` with a key/value cache per model.
-
-    Both caches hold every token but the last one of the sequence.  A step feeds the draft
-    its missing tokens and then each draft token in turn (``k`` draft passes), feeds the
-    target the last token and the ``k`` drafts in one pass (``k + 1`` positions), verifies,
-    and rolls both caches back to the accepted prefix.  Random numbers are drawn in the same
-    order as the uncached loop, so the same seed gives the same tokens.  If ``timings`` is a
-    dict, the seconds spent in the target's and the draft's forward passes are added to
-    ``timings["target"]`` and ``timings["draft"]``; the rest of the time is bookkeeping.
-
-    Examples
-    --------
-    >>> cfg = TransformerConfig(vocab_size=5, block_size=8, d_model=8, n_layers=1, n_heads=2)
-    >>> target, draft = random_transformer(cfg, seed=0), random_transformer(cfg, seed=1)
-    >>> tokens, stats = cached_speculative_generate(target, draft, [0], 20, k=3, rng=1)
-    >>> len(tokens), stats.target_passes < 20
-    (20, True)
-    """
-    target = _check_transformer(target, "target")
-    draft = _check_transformer(draft, "draft")
-    if draft.vocab_size != target.vocab_size:
-        raise ValueError(f"draft: vocabulary of {draft.vocab_size} tokens differs from the target's {target.vocab_size}")
-    prompt = as_tokens(prompt, "prompt", target.vocab_size, allow_empty=False)
-    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
-    k = as_int(k, "k", minimum=1)
-    rng = as_generator(rng)
-
-    t_cache, d_cache = target.cache(), draft.cache()
-    seq = prompt.copy()
-    stats = GenerationStats()
-    while seq.size - prompt.size < max_new_tokens:
-        remaining = max_new_tokens - (seq.size - prompt.size)
-        k_step = min(k, remaining)
-
-        # 1. Draft k tokens; the first pass also feeds whatever the draft has not seen.
-        drafts, p_rows = [], []
-        p = _feed(d_cache, seq[len(d_cache):], timings, "draft")[-1]
-        for i in range(k_step):
-            if i:
-                p = _feed(d_cache, np.array(drafts[-1:], dtype=np.int64), timings, "draft")[0]
-            p_rows.append(p)
-            drafts.append(sample_token(p, rng))
-        # 2. Verify: one target pass over the last token and the k drafts.
-        q_rows = _feed(t_cache, np.concatenate([seq[len(t_cache):], np.array(drafts, dtype=np.int64)]),
-                       timings, "target")[-(k_step + 1):]
-        # 3. Accept / reject / correct, 4. bonus.
-        out = verify(np.array(drafts), np.array(p_rows), q_rows, rng, bonus=bonus)
-
-        emitted = out.tokens[:remaining]
-        seq = np.concatenate([seq, emitted])
-        # Keep only what the accepted prefix needs; the next step refeeds the rest.
-        t_cache.rollback(min(len(t_cache), seq.size - 1))
-        d_cache.rollback(min(len(d_cache), seq.size - 1))
-        stats.target_passes += 1
-        stats.draft_passes += k_step
-        stats.draft_proposed += k_step
-        stats.draft_verified += out.n_accepted + int(out.n_accepted < k_step)
-        stats.accepted += out.n_accepted
-        stats.tokens_generated += len(emitted)
-        stats.tokens_per_step.append(len(emitted))
-    return seq[prompt.size:], stats
 
 
 # --------------------------------------------------------------------------- measuring cost and speed
@@ -853,13 +743,14 @@ def wallclock_experiment(target: Transformer, draft: Transformer, prompts: list[
                     timings = {"target": 0.0, "draft": 0.0}
                     t0 = time.perf_counter()
                     if k == 0:
-                        _, stats = cached_autoregressive_generate(target, prompt, n_new, rng=seed + 1000 * r + j,
-                                                                  timings=timings)
+                        _, stats = autoregressive_generate(target, prompt, n_new, rng=seed + 1000 * r + j,
+                                                           timings=timings)
                     else:
-                        _, stats = cached_speculative_generate(target, draft, prompt, n_new, int(k),
-                                                               rng=seed + 1000 * r + j, timings=timings)
+                        _, stats = speculative_generate(target, draft, prompt, n_new, int(k),
+                                                        rng=seed + 1000 * r + j, timings=timings)
                     seconds[i, j, r] = time.perf_counter() - t0
-                    target_seconds[i, j, r], draft_seconds[i, j, r] = timings["target"], timings["draft"]
+                    target_seconds[i, j, r] = timings["target"] + timings.get("model", 0.0)
+                    draft_seconds[i, j, r] = timings["draft"]
                     passes[i] += stats.target_passes
                     tokens[i] += stats.tokens_generated
                     accepted[i] += stats.accepted
