@@ -101,3 +101,8 @@ def test_no_display_formula_is_wider_than_its_column(reports):
     displays = sum(f["display"] for r in reports.values() for f in r.formulas)
     assert displays > 20, f"only {displays} display formulas measured"
     assert not too_wide, f"display formulas wider than the column at a {WIDTH} px window:\n" + "\n".join(too_wide)
+
+
+def test_no_code_block_scrolls_sideways(reports):
+    scrolling = [f"{name}: {text!r}" for name, report in reports.items() for text in report.scrolling]
+    assert not scrolling, "code or output blocks wider than the column:\n" + "\n".join(scrolling[:20])

@@ -24,7 +24,8 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("book", "_ext", "_static", "_config.yml", "_toc.yml", "references.bib")
+# speclib is copied for the listings that chapters read from its source (literalinclude).
+SOURCES = ("book", "_ext", "_static", "speclib", "_config.yml", "_toc.yml", "references.bib")
 SOLUTION_START = re.compile(r"^(`{3,}|:{3,})\{solution-start\}.*?^\1[ \t]*$\n?", re.M | re.S)
 SOLUTION_END = re.compile(r"^(`{3,}|:{3,})\{solution-end\}[^\n]*\n\1[ \t]*$\n?", re.M)
 SOLUTION_BLOCK = re.compile(r"^(`{3,}|:{3,})\{solution\}.*?^\1[ \t]*$\n?", re.M | re.S)
@@ -91,7 +92,8 @@ def student_sources(dest: Path) -> Path:
     for name in SOURCES:
         path = ROOT / name
         if path.is_dir():
-            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("_build", ".ipynb_checkpoints"))
+            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns(
+                "_build", ".ipynb_checkpoints", "__pycache__", "*.npz"))
         else:
             shutil.copy2(path, src / name)
     for nb_path in (src / "book").rglob("*.ipynb"):

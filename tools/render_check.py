@@ -64,6 +64,11 @@ MEASURE_JS = r"""
   for (const el of document.querySelectorAll('div.math, span.math')) {
     if (!el.querySelector('mjx-container')) result.untypeset.push(el.textContent.slice(0, 80));
   }
+  // Code and output blocks that the reader would have to scroll sideways.
+  result.scrolling = [];
+  for (const pre of document.querySelectorAll('article pre')) {
+    if (pre.scrollWidth > pre.clientWidth + 1) result.scrolling.push(pre.textContent.slice(0, 80));
+  }
   result.column = (document.querySelector('article.bd-article') || document.body).clientWidth;
   return result;
 })()
@@ -164,6 +169,7 @@ class PageReport:
     requests: list[str]
     column: float
     console_errors: list[str] = field(default_factory=list)
+    scrolling: list[str] = field(default_factory=list)  #: code or output blocks wider than the column
 
     def overflowing(self, tolerance: float = 1.0) -> list[dict]:
         """Display formulas wider than the room their container gives them."""
@@ -248,7 +254,7 @@ class Chromium:
         errors = [describe(e["params"]["exceptionDetails"]) for e in self.events
                   if e["method"] == "Runtime.exceptionThrown"]
         return PageReport(url, data["mathjax"], data["formulas"], data["untypeset"], requests,
-                          data["column"], errors)
+                          data["column"], errors, data["scrolling"])
 
     def screenshot(self, path: Path, out: Path, full_page: bool = True) -> None:
         self.load(path)
@@ -305,9 +311,10 @@ def main(argv: list[str] | None = None) -> int:
             report = browser.load(page)
             over = report.overflowing()
             remote = report.remote_requests()
-            bad += bool(over or remote or report.untypeset)
+            bad += bool(over or remote or report.untypeset or report.scrolling)
             print(f"{page.name}: column {report.column:.0f} px, {len(report.formulas)} formulas, "
-                  f"{len(over)} too wide, {len(report.untypeset)} untypeset, {len(remote)} remote requests")
+                  f"{len(over)} too wide, {len(report.untypeset)} untypeset, {len(remote)} remote requests, "
+                  f"{len(report.scrolling)} code blocks scroll sideways")
             for f in over:
                 print(f"    {f['width']:.0f} px in {f['room']:.0f} px: {f['tex'].strip()[:100]!r}")
             for u in remote:
