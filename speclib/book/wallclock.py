@@ -1,0 +1,305 @@
+"""Wall-clock measurements of a real model pair, taken the way the decoding loops incur them.
+
+Chapter 9 asks whether speculative decoding makes a neural network faster in seconds, and
+whether the cost model of :mod:`speclib.core.theory` predicts by how much.  Everything here
+times the very loops the book teaches (:func:`speclib.core.decoding.autoregressive_generate`
+and :func:`speclib.core.decoding.speculative_generate`, which read every model through its
+cache), with their ``timings`` facility, so that the costs fed to the prediction are the
+ones the runs paid:
+
+- ``t1``: the seconds of one target pass inside plain decoding (the baseline of every ratio);
+- ``c``: a draft pass inside speculative decoding, in units of ``t1``;
+- ``r(k+1)``: a target pass inside speculative decoding (it reads the last token and the
+  ``k`` drafts), in units of ``t1``;
+- the time a step spends outside any forward pass (sampling, verification, rollbacks), also
+  in units of ``t1``.
+
+:func:`greedy_divergence` and :func:`block_pass_differences` measure how far a pass over
+``k + 1`` tokens and ``k + 1`` passes over one token disagree in floating point, and
+whether greedy speculative decoding then ever writes another text than greedy decoding.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .._validate import as_int, as_real, as_tokens
+from ..core.decoding import autoregressive_generate, speculative_generate
+from ..core.proposers import check_model
+from ..core.theory import expected_tokens_per_pass
+from ..lm.transformer import blas_threads
+
+__all__ = [
+    "WallClock",
+    "block_pass_differences",
+    "greedy_divergence",
+    "position_alphas",
+    "predicted_speedup",
+    "wallclock_experiment",
+]
+
+
+def predicted_speedup(alpha: float, k: int, c: float, verify_ratio: float) -> float:
+    """The cost model: expected tokens per step over the cost of a step, in target passes.
+
+    ``(1 - alpha**(k+1)) / (1 - alpha) / (k c + verify_ratio)``, where a draft pass costs
+    ``c`` and the verification pass over ``k + 1`` tokens ``verify_ratio`` single-token
+    target passes.  With ``verify_ratio = 1`` it is :func:`speclib.core.theory.walltime_speedup`.
+
+    Examples
+    --------
+    >>> round(predicted_speedup(0.8, 3, 0.05, verify_ratio=1.5), 3)
+    1.789
+    """
+    k = as_int(k, "k", minimum=1)
+    c = as_real(c, "c", low=0.0)
+    verify_ratio = as_real(verify_ratio, "verify_ratio", low=0.0)
+    if verify_ratio + k * c == 0:
+        raise ValueError("verify_ratio: a step must cost something (verify_ratio + k c > 0)")
+    return float(expected_tokens_per_pass(alpha, k)) / (k * c + verify_ratio)
+
+
+@dataclass
+class WallClock:
+    """What :func:`wallclock_experiment` measured.
+
+    Arrays of shape ``(len(ks), n_prompts, reps)``, indexed ``[setting, prompt, repetition]``;
+    setting 0 (``ks[0] == 0``) is plain decoding.  ``seconds`` is the whole call,
+    ``target_seconds`` / ``draft_seconds`` the part spent in each model's forward passes,
+    ``target_passes`` / ``draft_passes`` / ``steps`` the counts, ``accepted`` / ``verified``
+    the draft tokens kept and judged.
+    """
+
+    ks: np.ndarray
+    n_new: int
+    seconds: np.ndarray
+    target_seconds: np.ndarray
+    draft_seconds: np.ndarray
+    target_passes: np.ndarray
+    draft_passes: np.ndarray
+    steps: np.ndarray
+    accepted: np.ndarray
+    verified: np.ndarray
+
+    def _median(self, a: np.ndarray) -> np.ndarray:
+        return np.median(a.reshape(len(self.ks), -1), axis=1)
+
+    def speedups(self) -> np.ndarray:
+        """Plain time / speculative time for the same prompt and repetition, ``(len(ks), runs)``."""
+        return (self.seconds[:1] / self.seconds).reshape(len(self.ks), -1)
+
+    def ms_per_token(self) -> np.ndarray:
+        """Milliseconds per generated token, ``(len(ks), runs)``."""
+        return (1e3 * self.seconds / self.n_new).reshape(len(self.ks), -1)
+
+    @property
+    def t1(self) -> float:
+        """Seconds per target pass inside plain decoding (median over runs): the baseline."""
+        return float(self._median(self.target_seconds / self.target_passes)[0])
+
+    @property
+    def c(self) -> np.ndarray:
+        """Draft pass inside speculative decoding / ``t1``, per setting (nan for plain)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per_pass = self._median(np.where(self.draft_passes > 0, self.draft_seconds / self.draft_passes, np.nan))
+        return per_pass / self.t1
+
+    @property
+    def verify_ratio(self) -> np.ndarray:
+        """Target pass inside each setting / ``t1``: ``r(k + 1)`` (1 for plain decoding)."""
+        return self._median(self.target_seconds / self.target_passes) / self.t1
+
+    @property
+    def outside_per_step(self) -> np.ndarray:
+        """Time per step outside both models' forward passes, in units of ``t1``."""
+        outside = self.seconds - self.target_seconds - self.draft_seconds
+        return self._median(outside / self.steps) / self.t1
+
+    @property
+    def tokens_per_pass(self) -> np.ndarray:
+        """Generated tokens per target pass, pooled over runs."""
+        return self.n_new * self.seconds[0].size / self.target_passes.reshape(len(self.ks), -1).sum(axis=1)
+
+    @property
+    def acceptance(self) -> np.ndarray:
+        """Accepted / verified drafts, pooled over runs (nan for plain decoding)."""
+        acc = self.accepted.reshape(len(self.ks), -1).sum(axis=1)
+        ver = self.verified.reshape(len(self.ks), -1).sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(ver > 0, acc / np.maximum(ver, 1), np.nan)
+
+    def predicted(self, alpha: float) -> np.ndarray:
+        """The cost model's speed-up at each ``k`` from ``alpha`` and the measured ``c`` and ``r(k+1)``."""
+        return np.array([predicted_speedup(alpha, int(k), float(c), float(r))
+                         for k, c, r in zip(self.ks[1:], self.c[1:], self.verify_ratio[1:])])
+
+
+def _check_prompts(prompts: object, vocab: int) -> list[np.ndarray]:
+    if isinstance(prompts, np.ndarray) or not isinstance(prompts, Sequence) or not prompts:
+        raise TypeError("prompts: expected a non-empty list of token arrays")
+    return [as_tokens(p, f"prompts[{i}]", vocab, allow_empty=False) for i, p in enumerate(prompts)]
+
+
+def wallclock_experiment(target: Callable, draft: Callable, prompts: list, n_new: int,
+                         ks: Sequence[int] = tuple(range(1, 9)), reps: int = 3, seed: int = 0,
+                         threads: int = 1) -> WallClock:
+    """Time plain and speculative decoding on the same prompts, on ``threads`` BLAS threads.
+
+    Each repetition runs, for every prompt, plain decoding and then each ``k`` in turn, so
+    that slow spells of the machine hit every setting alike; all runs of one prompt and
+    repetition use the same seed.  Nothing but the loops themselves is timed.
+
+    Examples
+    --------
+    >>> from speclib.lm.models import markov_pair
+    >>> target, draft = markov_pair(vocab_size=6, draft_noise=0.2, seed=0)
+    >>> run = wallclock_experiment(target, draft, [[0, 1]], n_new=20, ks=(2,), reps=1)
+    >>> run.ks.tolist(), run.speedups().shape, bool(run.verify_ratio[0] == 1.0)
+    ([0, 2], (2, 1), True)
+    """
+    vocab = check_model(target, "target")
+    prompts = _check_prompts(prompts, vocab)
+    n_new = as_int(n_new, "n_new", minimum=1)
+    reps = as_int(reps, "reps", minimum=1)
+    ks_all = np.array([0] + [as_int(k, "ks", minimum=1) for k in ks])
+    shape = (ks_all.size, len(prompts), reps)
+    fields = {name: np.zeros(shape) for name in ("seconds", "target_seconds", "draft_seconds", "target_passes",
+                                                 "draft_passes", "steps", "accepted", "verified")}
+    with blas_threads(as_int(threads, "threads", minimum=1)):
+        # Warm-up, untimed: the first call of a model may build tables or touch cold memory.
+        autoregressive_generate(target, prompts[0], 2, rng=seed)
+        speculative_generate(target, draft, prompts[0], 4, 2, rng=seed)
+        for r in range(reps):
+            for j, prompt in enumerate(prompts):
+                for i, k in enumerate(ks_all):
+                    timings = {"target": 0.0, "draft": 0.0}
+                    rng = seed + 1000 * r + j
+                    t0 = time.perf_counter()
+                    if k == 0:
+                        _, stats = autoregressive_generate(target, prompt, n_new, rng=rng, timings=timings)
+                        timings["target"] = timings.pop("model", 0.0)  # its only model is the target
+                    else:
+                        _, stats = speculative_generate(target, draft, prompt, n_new, int(k), rng=rng,
+                                                        timings=timings)
+                    at = (i, j, r)
+                    fields["seconds"][at] = time.perf_counter() - t0
+                    fields["target_seconds"][at], fields["draft_seconds"][at] = timings["target"], timings["draft"]
+                    fields["target_passes"][at] = stats.target_passes
+                    fields["draft_passes"][at] = stats.draft_passes
+                    fields["steps"][at] = len(stats.tokens_per_step)
+                    fields["accepted"][at], fields["verified"][at] = stats.accepted, stats.draft_verified
+    return WallClock(ks_all, n_new, **fields)
+
+
+def _log_rows(model, ids: np.ndarray) -> np.ndarray:
+    """Next-token log-probabilities (up to a constant per row) of ``model`` at every position of ``ids``."""
+    if hasattr(model, "logits") and hasattr(model, "config"):  # a transformer: raw scores, window by window
+        block = model.config.block_size
+        return np.concatenate([model.logits(ids[s:s + block]) for s in range(0, ids.size, block)]).astype(np.float64)
+    with np.errstate(divide="ignore"):
+        return np.log(np.asarray(model(ids), dtype=np.float64))
+
+
+def _tempered(log_rows: np.ndarray, temperature: float) -> np.ndarray:
+    if temperature == 0.0:
+        out = np.zeros_like(log_rows)
+        np.put_along_axis(out, log_rows.argmax(axis=1)[:, None], 1.0, axis=1)
+        return out
+    z = log_rows / temperature
+    z -= z.max(axis=1, keepdims=True)
+    np.exp(z, out=z)
+    return z / z.sum(axis=1, keepdims=True)
+
+
+def position_alphas(target, drafts: dict, ids: object,
+                    temperatures: Sequence[float] = (1.0,)) -> dict[tuple[str, float], np.ndarray]:
+    """Per-position acceptance rates ``beta_i = sum_x min(p_i(x), q_i(x))`` along a text.
+
+    The target and each draft of ``drafts`` (a dict name -> model; any protocol model, an
+    n-gram say) read ``ids`` (teacher forcing; a transformer in windows of its block size,
+    the target only once), and at each temperature their rows are sharpened or flattened
+    alike (temperature 0: the one-hot row of the most likely token).  The mean of
+    ``beta_i`` is the acceptance rate ``alpha`` on that text.
+
+    Returns
+    -------
+    dict mapping ``(draft name, temperature)`` to an array of ``len(ids)`` rates.
+
+    Examples
+    --------
+    >>> from speclib.lm.models import markov_pair
+    >>> target, draft = markov_pair(vocab_size=6, draft_noise=0.0, seed=0)
+    >>> betas = position_alphas(target, {"copy": draft}, [0, 1, 2, 3], (0.0, 1.0))
+    >>> sorted(betas), bool(np.allclose(betas["copy", 1.0], 1.0))
+    ([('copy', 0.0), ('copy', 1.0)], True)
+    """
+    vocab = check_model(target, "target")
+    if not isinstance(drafts, dict) or not drafts:
+        raise TypeError(f"drafts: expected a non-empty dict of name -> draft model, got {type(drafts).__name__}")
+    for name, model in drafts.items():
+        if check_model(model, f"drafts[{name!r}]") != vocab:
+            raise ValueError(f"drafts[{name!r}]: vocabulary of {model.vocab_size} tokens differs from the target's {vocab}")
+    ids = as_tokens(ids, "ids", vocab, allow_empty=False)
+    temps = [as_real(t, "temperatures", low=0.0) for t in temperatures]
+    zq = _log_rows(target, ids)
+    q = {t: _tempered(zq, t) for t in temps}
+    out = {}
+    for name, model in drafts.items():
+        zp = _log_rows(model, ids)
+        for t in temps:
+            out[name, t] = np.minimum(_tempered(zp, t), q[t]).sum(axis=1)
+    return out
+
+
+def block_pass_differences(model, ids: object, block: int) -> dict[str, float]:
+    """How a cached pass over ``block`` tokens differs from ``block`` passes over one token.
+
+    ``ids`` is read twice through the model's cache: one token per pass, and ``block`` tokens
+    per pass (what a verification pass over ``k + 1 = block`` tokens does).  Returns the
+    share of positions whose logits differ at all, the largest absolute difference, and the
+    share of positions where the most likely token differs.
+    """
+    vocab = check_model(model, "model")
+    if not hasattr(model, "cache"):
+        raise TypeError(f"model: expected a model with a key/value cache (model.cache()), got {type(model).__name__}")
+    ids = as_tokens(ids, "ids", vocab, allow_empty=False)
+    block = as_int(block, "block", minimum=1)
+    one, many = model.cache(), model.cache()
+    single = np.concatenate([one.extend_logits(ids[i:i + 1]) for i in range(ids.size)])
+    blocked = np.concatenate([many.extend_logits(ids[i:i + block]) for i in range(0, ids.size, block)])
+    diff = np.abs(single.astype(np.float64) - blocked.astype(np.float64))
+    return {
+        "share_differing": float((diff.max(axis=1) > 0).mean()),
+        "max_abs_difference": float(diff.max()),
+        "share_argmax_differing": float((single.argmax(axis=1) != blocked.argmax(axis=1)).mean()),
+    }
+
+
+def greedy_divergence(target, draft, prompts: list, n_new: int, k: int) -> list[int]:
+    """For each prompt, the first position where greedy speculative text leaves greedy text (-1: never).
+
+    Both models are read at temperature 0 (one-hot rows), so speculative decoding keeps a
+    draft exactly when it is the target's most likely token; any difference between the
+    two texts comes from the floating-point difference between a pass over ``k + 1`` tokens
+    and passes over one.
+    """
+    vocab = check_model(target, "target")
+    check_model(draft, "draft")
+    for name, model in (("target", target), ("draft", draft)):
+        if not hasattr(model, "with_temperature"):
+            raise TypeError(f"{name}: expected a model with with_temperature(), got {type(model).__name__}")
+    prompts = _check_prompts(prompts, vocab)
+    n_new, k = as_int(n_new, "n_new", minimum=1), as_int(k, "k", minimum=1)
+    t0, d0 = target.with_temperature(0.0), draft.with_temperature(0.0)
+    out = []
+    for prompt in prompts:
+        plain, _ = autoregressive_generate(t0, prompt, n_new, rng=0)
+        spec, _ = speculative_generate(t0, d0, prompt, n_new, k, rng=0)
+        differ = np.flatnonzero(plain != spec)
+        out.append(int(differ[0]) if differ.size else -1)
+    return out
+

@@ -1,0 +1,97 @@
+"""speclib.book.wallclock: the chapter-9 measurements, on tiny random transformers (fast)."""
+
+import numpy as np
+import pytest
+
+from speclib.book.wallclock import (block_pass_differences, greedy_divergence, position_alphas,
+                                    predicted_speedup, wallclock_experiment)
+from speclib.core.sampling import acceptance_rate
+from speclib.core.theory import walltime_speedup
+from speclib.lm.models import markov_pair
+from speclib.lm.transformer import TransformerConfig, random_transformer, softmax_rows
+
+CFG = TransformerConfig(vocab_size=7, block_size=16, d_model=8, n_layers=1, n_heads=2)
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return random_transformer(CFG, seed=0), random_transformer(CFG, seed=1)
+
+
+def test_predicted_speedup_is_the_textbook_formula_when_verification_costs_one_pass():
+    for alpha, k, c in ((0.8, 3, 0.05), (0.5, 1, 0.2), (0.95, 8, 0.01)):
+        assert predicted_speedup(alpha, k, c, 1.0) == pytest.approx(walltime_speedup(alpha, k, c))
+    # a verification pass over k+1 tokens costing r passes divides the speed-up accordingly
+    assert predicted_speedup(0.8, 3, 0.0, 2.0) == pytest.approx(walltime_speedup(0.8, 3, 0.0) / 2)
+
+
+def test_wallclock_experiment_measures_in_the_loops_own_units(pair):
+    target, draft = pair
+    run = wallclock_experiment(target, draft, [[0, 1, 2], [3, 4]], n_new=12, ks=(1, 3), reps=2, seed=0)
+    assert run.ks.tolist() == [0, 1, 3]
+    assert run.seconds.shape == (3, 2, 2)
+    np.testing.assert_allclose(run.speedups()[0], 1.0)
+    assert run.verify_ratio[0] == 1.0 and run.tokens_per_pass[0] == 1.0
+    assert np.isnan(run.c[0]) and np.isnan(run.acceptance[0])
+    assert (run.c[1:] > 0).all() and (run.verify_ratio[1:] > 0).all()
+    assert (run.tokens_per_pass[1:] >= 1).all() and (run.tokens_per_pass[1:] <= run.ks[1:] + 1).all()
+    assert (run.outside_per_step >= 0).all()
+    assert (run.target_seconds <= run.seconds).all() and (run.draft_seconds[0] == 0).all()
+    assert run.predicted(0.5).shape == (2,)
+
+
+def test_a_draft_identical_to_the_target_is_always_accepted(pair):
+    target, _ = pair
+    run = wallclock_experiment(target, target, [[0, 1, 2]], n_new=16, ks=(3,), reps=1)
+    assert run.acceptance[1] == pytest.approx(1.0)
+    assert run.tokens_per_pass[1] == pytest.approx(16 / 4)  # k + 1 = 4 tokens per pass
+
+
+def test_position_alphas_agree_with_the_acceptance_rate_of_the_rows(pair):
+    target, draft = pair
+    ids = np.arange(30) % CFG.vocab_size
+    betas = position_alphas(target, {"d": draft, "same": target}, ids, (0.0, 0.7, 1.0))
+    for t in (0.7, 1.0):
+        q, p = softmax_rows(target.logits(ids[:16]), t), softmax_rows(draft.logits(ids[:16]), t)
+        np.testing.assert_allclose(betas["d", t][:16], acceptance_rate(p, q), atol=1e-9)
+        np.testing.assert_allclose(betas["same", t], 1.0)
+    greedy = betas["d", 0.0]
+    assert set(np.unique(greedy)) <= {0.0, 1.0}
+
+
+def test_position_alphas_take_a_draft_without_logits():
+    target, draft = markov_pair(vocab_size=5, draft_noise=0.4, seed=0)
+    ids = np.array([0, 1, 2, 3, 4, 0])
+    beta = position_alphas(target, {"markov": draft}, ids)["markov", 1.0]
+    np.testing.assert_allclose(beta, acceptance_rate(draft(ids), target(ids)), atol=1e-12)
+
+
+def test_block_passes_differ_only_by_rounding(pair):
+    target, _ = pair
+    d = block_pass_differences(target, np.arange(40) % CFG.vocab_size, block=5)
+    assert 0.0 <= d["share_differing"] <= 1.0
+    assert d["max_abs_difference"] < 1e-4
+    assert d["share_argmax_differing"] == 0.0
+
+
+def test_greedy_speculative_text_equals_greedy_text_on_a_tiny_pair(pair):
+    target, draft = pair
+    assert greedy_divergence(target, draft, [[0, 1], [2, 3, 4]], n_new=20, k=3) == [-1, -1]
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda t, d: wallclock_experiment(t, d, [], 5), "prompts"),
+    (lambda t, d: wallclock_experiment(t, d, [[0]], 0), "n_new"),
+    (lambda t, d: wallclock_experiment(t, d, [[0]], 5, ks=(0,)), "ks"),
+    (lambda t, d: wallclock_experiment("model", d, [[0]], 5), "target"),
+    (lambda t, d: position_alphas(t, d, [0, 1]), "drafts"),
+    (lambda t, d: position_alphas(t, {"x": d}, [0, 99]), "ids"),
+    (lambda t, d: position_alphas(t, {"x": d}, [0, 1], (-1.0,)), "temperatures"),
+    (lambda t, d: block_pass_differences(t, [0, 1], block=0), "block"),
+    (lambda t, d: greedy_divergence(t, d, [[0]], 5, k=0), "k"),
+    (lambda t, d: predicted_speedup(0.5, 2, -0.1, 1.0), "c"),
+    (lambda t, d: predicted_speedup(0.5, 2, 0.0, 0.0), "verify_ratio"),
+])
+def test_bad_input_names_the_argument(pair, call, name):
+    with pytest.raises((ValueError, TypeError), match=name):
+        call(*pair)
