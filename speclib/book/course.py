@@ -98,8 +98,14 @@ def book_exercises(root: Path) -> list[Exercise]:
     return out
 
 
-def instructor_table(exercises: list[Exercise]) -> str:
-    """A Markdown table per chapter: label, title, kind, goal and estimated time."""
+def instructor_table(exercises: list[Exercise], links: bool = False) -> str:
+    """A Markdown table per chapter: label, title, kind, goal and estimated time.
+
+    With ``links=True`` each exercise is named by a MyST ``{numref}`` reference, which the
+    book renders as a link reading "Exercise N", the number the reader sees on the
+    exercise itself (the cell showing the table must then render its Markdown as MyST).
+    Otherwise the label is shown as code.
+    """
     lines: list[str] = []
     chapter = None
     for ex in exercises:
@@ -111,5 +117,7 @@ def instructor_table(exercises: list[Exercise]) -> str:
                       "| exercise | kind | learning goal | time |", "| --- | --- | --- | --- |"]
         goal = ex.goal or "(no goal given)"
         time = f"~{ex.minutes} min" if ex.minutes else "?"
-        lines.append(f"| {ex.title} (`{ex.label}`) | {ex.kind or '?'} | {goal} | {time} |")
+        name = (f"{{numref}}`Exercise {{number}} <{ex.label}>`: {ex.title}" if links
+                else f"{ex.title} (`{ex.label}`)")
+        lines.append(f"| {name} | {ex.kind or '?'} | {goal} | {time} |")
     return "\n".join(lines).strip()
