@@ -127,7 +127,9 @@ def heldout_slices() -> dict[str, str]:
     return {d: load_corpus(d).heldout[:HELDOUT_CHARS] for d in DOMAINS}
 
 
-def train(role: str, seed: int, steps: int | None = None, resume: bool = False) -> dict:
+def train(role: str, seed: int, steps: int | None = None, resume: bool = False,
+          out_dir: Path = DATA_DIR, checkpoint_dir: Path = CHECKPOINT_DIR) -> dict:
+    """Train one role; write ``out_dir/neural_<role>.npz`` and return its metrics entry."""
     s = dict(SETTINGS[role])
     steps = s["steps"] if steps is None else steps
     vocab = shared_vocabulary()
@@ -143,7 +145,7 @@ def train(role: str, seed: int, steps: int | None = None, resume: bool = False) 
     gen = torch.Generator().manual_seed(seed + 1)
     offsets = torch.arange(BLOCK_SIZE + 1)
     log, first, elapsed = [], 0, 0.0
-    checkpoint = CHECKPOINT_DIR / f"{role}.pt"
+    checkpoint = Path(checkpoint_dir) / f"{role}.pt"
     if resume and checkpoint.is_file():
         state = torch.load(checkpoint, weights_only=False)
         if state["settings"] != dict(s, steps=steps, seed=seed):
@@ -173,14 +175,15 @@ def train(role: str, seed: int, steps: int | None = None, resume: bool = False) 
             log.append((step, round(bits, 4)))
             print(f"{role} step {step:5d}  lr {lr:.2e}  train {bits:.3f} bits/char  {time.time() - t0:7.1f} s", flush=True)
         if (step + 1) % CHECKPOINT_EVERY == 0 and step + 1 < steps:
-            CHECKPOINT_DIR.mkdir(exist_ok=True)
+            checkpoint.parent.mkdir(parents=True, exist_ok=True)
             torch.save({"settings": dict(s, steps=steps, seed=seed), "net": net.state_dict(), "opt": opt.state_dict(),
                         "gen": gen.get_state(), "step": step + 1, "log": log, "elapsed": time.time() - t0},
                        checkpoint.with_suffix(".tmp"))
             checkpoint.with_suffix(".tmp").replace(checkpoint)
     seconds = time.time() - t0
 
-    path = DATA_DIR / f"neural_{role}.npz"
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    path = Path(out_dir) / f"neural_{role}.npz"
     save_transformer(Transformer(config, net.numpy_params()), path, vocabulary=vocab.chars, role=role, seed=seed)
     ce = evaluate(load_transformer(path))  # what ships: the float16-rounded weights, run by numpy
     print(f"{role}: held-out {ce} bits/char, {seconds:.0f} s, {path.stat().st_size / 1e6:.2f} MB", flush=True)
