@@ -311,6 +311,32 @@ def test_transformers_assisted_generation_is_counted_and_greedy_equal_to_the_tar
     assert stats.target_passes == 13 and stats.draft_passes == 0
 
 
+@needs_hf
+def test_library_generate_samples_the_target_law_with_the_book_settings_and_not_with_the_defaults():
+    """Transformers' assisted sampling, first token of two (k = 1), binned by the target's ranks.
+
+    V = 64 and near-flat rows: the library's default top-k (50) removes a sixth of the mass.
+    Binning a multinomial by rank gives a multinomial, so the same chi-square test applies.
+    """
+    from speclib.core.warping import warp
+
+    net = tiny_gpt2(0, vocab_size=64, init=0.05)
+    target, draft = hf.pair(net, noisy_copy(net))
+    q = target(np.array(PROMPT))[-1]
+    assert 0.5 * np.abs(warp(target, top_k=50)(np.array(PROMPT))[-1] - q).sum() > 0.1
+    bins = np.empty(64, dtype=np.int64)
+    bins[np.argsort(-q)] = np.arange(64) // 8  # eight bins of eight ranks: the last two lie past the top 50
+    law = np.bincount(bins, weights=q, minlength=8)
+    for defaults in (False, True):
+        counts = np.zeros(8, dtype=np.int64)
+        for seed in range(N_SAMPLES // 2):
+            options = {"library_defaults": True} if defaults else {"k": 1}
+            tokens, _ = hf.library_generate(target, draft, PROMPT, 2, seed=seed, **options)
+            counts[bins[tokens[0]]] += 1
+        pvalue = chi_square_test(counts, law).pvalue
+        assert (pvalue < ALPHA_LEVEL) if defaults else (pvalue > ALPHA_LEVEL), (defaults, counts, pvalue)
+
+
 # --------------------------------------------------------------------------- the book's pair
 
 
