@@ -36,14 +36,52 @@ def as_generator(rng: object, name: str = "rng") -> np.random.Generator:
     )
 
 
-def as_int(value: object, name: str, minimum: int | None = None) -> int:
-    """Return ``value`` as an int, rejecting floats, bools and values below ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+#: The largest draft length (k, k_max) speclib computes with.  Beyond it the probability of a
+#: whole block being accepted underflows for every alpha < 1 - 1e-3, and the arrays the theory
+#: builds (one entry per possible step length) would only waste memory.
+MAX_DRAFT_LENGTH = 10_000
+
+#: The largest number of entries an array that speclib builds from a size argument may hold
+#: (a vocabulary squared, a table of counts...): 2**27 floats, 1 GiB.  A bigger request is refused
+#: at once with this limit instead of exhausting memory.
+MAX_ENTRIES = 2**27
+
+
+def as_int(value: object, name: str, minimum: int | None = None, maximum: int | None = None,
+           why: str = "") -> int:
+    """Return ``value`` as an int, rejecting floats, bools, strings and values outside
+    ``[minimum, maximum]``; ``why`` (a few words) explains the maximum in the error."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name}: expected an integer, got {value!r} ({type(value).__name__})")
     value = int(value)
     if minimum is not None and value < minimum:
         raise ValueError(f"{name}: must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name}: must be <= {maximum}{f' ({why})' if why else ''}, got {value}")
     return value
+
+
+def as_bool(value: object, name: str) -> bool:
+    """Return ``value`` if it is True or False; refuse anything else (the string "False" is truthy)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name}: expected True or False, got {value!r} ({type(value).__name__})")
+    return bool(value)
+
+
+def as_real_array(values: object, name: str, what: str = "an array of real numbers") -> np.ndarray:
+    """Return ``values`` as a float array, refusing strings, truth values, complex numbers and objects
+    (which ``np.asarray(..., dtype=float)`` would convert or truncate silently)."""
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"{name}: expected {what}, got the string {values!r}")
+    try:
+        arr = np.asarray(values)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{name}: expected {what}, got {type(values).__name__} ({error})") from None
+    if arr.dtype.kind not in "iuf":
+        kinds = {"b": "truth values", "c": "complex numbers", "U": "strings", "S": "strings"}
+        got = kinds.get(arr.dtype.kind, f"{type(values).__name__} of dtype {arr.dtype}")
+        raise TypeError(f"{name}: expected {what}, got {got}")
+    return arr.astype(float)
 
 
 def as_real(value: object, name: str, low: float | None = None, high: float | None = None) -> float:
@@ -62,10 +100,7 @@ def as_real(value: object, name: str, low: float | None = None, high: float | No
 
 def as_probability_array(values: object, name: str) -> np.ndarray:
     """Return ``values`` (a scalar or array) as floats in [0, 1], e.g. acceptance rates."""
-    try:
-        arr = np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name}: expected numbers in [0, 1], got {values!r}") from None
+    arr = as_real_array(values, name, "numbers in [0, 1]")
     if np.isnan(arr).any():
         raise ValueError(f"{name}: contains NaN")
     if (arr < 0).any() or (arr > 1).any():
@@ -80,10 +115,7 @@ def as_distribution(values: object, name: str, ndim: int | None = None) -> np.nd
     within :data:`SUM_TOLERANCE`.  ``ndim`` pins the number of axes (1 for one
     distribution, 2 for a batch of rows).
     """
-    try:
-        arr = np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name}: expected an array of probabilities, got {type(values).__name__}") from None
+    arr = as_real_array(values, name, "an array of probabilities")
     if arr.ndim == 0:
         raise ValueError(f"{name}: expected an array of probabilities, got a scalar")
     if ndim is not None and arr.ndim != ndim:
@@ -133,3 +165,39 @@ def as_tokens(tokens: object, name: str, vocab_size: int | None = None, allow_em
                 f"{name}: token {arr[i]} at position {i} is out of range for a vocabulary of {vocab_size}"
             )
     return arr
+
+
+#: The most tokens one call generates: far beyond what the book's models produce in minutes,
+#: and refused at once instead of running for hours.
+MAX_NEW_TOKENS = 10_000_000
+
+#: The most speculative steps (blocks) one traced run records.
+MAX_BLOCKS = 1_000_000
+
+
+def as_int_list(values: object, name: str, minimum: int | None = None, maximum: int | None = None) -> list[int]:
+    """Return ``values`` (a sequence of integers, e.g. draft lengths ``ks``) as a list of ints."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"{name}: expected a sequence of integers, got {values!r} ({type(values).__name__})")
+    out = [as_int(v, f"{name}[{i}]", minimum, maximum) for i, v in enumerate(values)]
+    if not out:
+        raise ValueError(f"{name}: must contain at least one value")
+    return out
+
+
+def model_rows(model: object, tokens: np.ndarray, name: str) -> np.ndarray:
+    """Call ``model`` on ``tokens`` and check what it returns, naming the model in any error.
+
+    A model (see :mod:`speclib.lm.models`) maps ``n`` tokens to ``(n, vocab_size)`` rows that are
+    probability distributions; rows with NaN, negative entries or a wrong shape are refused here,
+    before anything is sampled from them.
+    """
+    if not callable(model):
+        raise TypeError(f"{name}: expected a model (a callable with a vocab_size), got {type(model).__name__}")
+    vocab = getattr(model, "vocab_size", None)
+    rows = np.asarray(model(tokens))
+    n = len(tokens)
+    if rows.ndim != 2 or rows.shape[0] != n or (vocab is not None and rows.shape[1] != vocab):
+        want = f"({n}, {vocab})" if vocab is not None else f"({n}, V)"
+        raise ValueError(f"{name}: returned rows of shape {rows.shape} for {n} tokens, expected {want}")
+    return as_distribution(rows, f"{name} (the rows it returned)")

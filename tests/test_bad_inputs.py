@@ -13,6 +13,7 @@ this file:
 from __future__ import annotations
 
 import contextlib
+import numbers
 import inspect
 import io
 
@@ -88,3 +89,339 @@ def test_a_right_answer_as_a_string_is_not_accepted():
     with contextlib.redirect_stdout(printed):
         checks.check_speedup(lambda alpha, k, c: np.float64(walltime_speedup(alpha, k, c)))  # a numpy float is fine
     assert "\u2714" in printed.getvalue()
+
+
+# --- every public function and class -------------------------------------------------------
+
+import dataclasses  # noqa: E402
+import importlib  # noqa: E402
+import importlib.util  # noqa: E402
+import pkgutil  # noqa: E402
+import resource  # noqa: E402
+import signal  # noqa: E402
+import time  # noqa: E402
+import typing  # noqa: E402
+
+import speclib  # noqa: E402
+
+V = 4  #: the vocabulary of the small models the battery uses
+CALL_SECONDS = 1.0  #: a bad input must be refused within this time
+BASELINE_SECONDS = 10.0  #: the good call each battery starts from may take this long
+MEMORY_HEADROOM = 2 << 30  #: bytes a call may allocate above what the test process holds
+
+
+def public_api():
+    """(qualified name, object) for every public function and class defined in speclib's subpackages."""
+    for sub in ("core", "lm", "book"):
+        package = importlib.import_module(f"speclib.{sub}")
+        for info in pkgutil.iter_modules(package.__path__):
+            if info.name.startswith("_"):
+                continue
+            if f"{sub}.{info.name}" == "lm.hf" and importlib.util.find_spec("torch") is None:
+                continue  # the optional adapter needs PyTorch
+            module = importlib.import_module(f"speclib.{sub}.{info.name}")
+            for name, obj in sorted(vars(module).items()):
+                if name.startswith("_") or getattr(obj, "__module__", None) != module.__name__:
+                    continue
+                if inspect.isfunction(obj) or inspect.isclass(obj):
+                    yield f"{module.__name__}.{name}", obj
+
+
+def is_record(cls) -> bool:
+    """Result records (named tuples, dataclasses without checks), exceptions and protocols: not driven.
+
+    speclib returns these; users read them and do not build them from raw input.
+    """
+    if issubclass(cls, BaseException) or getattr(cls, "_is_protocol", False):
+        return True
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        return True
+    return dataclasses.is_dataclass(cls) and not hasattr(cls, "__post_init__")
+
+
+# Good values, by parameter name.  Each battery starts from a call made of these (and the
+# defaults) that must succeed; then one argument at a time is replaced by bad values.
+
+def _pair():
+    from speclib.lm.models import markov_pair
+
+    return markov_pair(vocab_size=V, draft_noise=0.4, seed=0)
+
+
+def _dist(seed):
+    return np.random.default_rng(seed).dirichlet(np.ones(V))
+
+
+def _rows(n, seed):
+    return np.random.default_rng(seed).dirichlet(np.ones(V), size=n)
+
+
+EXAMPLES: dict[str, typing.Callable[[], object]] = {
+    "alpha": lambda: 0.6, "c": lambda: 0.1, "c_hat": lambda: 0.1, "k": lambda: 2, "k_max": lambda: 4,
+    "k_init": lambda: 2, "m": lambda: 2, "target": lambda: _pair()[0], "draft": lambda: _pair()[1],
+    "model": lambda: _pair()[0], "prompt": lambda: np.array([0, 1]), "prefix": lambda: np.array([0]),
+    "tokens": lambda: np.array([0, 1, 2, 3, 0, 1, 2, 1]), "draft_tokens": lambda: np.array([1, 2]),
+    "p": lambda: _dist(1), "q": lambda: _dist(2), "probs": lambda: _dist(3), "dist": lambda: _dist(4),
+    "p_draft": lambda: _rows(2, 5), "q_target": lambda: _rows(3, 6), "p_x": lambda: np.array([0.5, 0.2]),
+    "q_x": lambda: np.array([0.3, 0.4]), "rng": lambda: 0, "seed": lambda: 0, "vocab_size": lambda: V,
+    "n_tokens": lambda: 6, "max_new_tokens": lambda: 6, "n_new": lambda: 6, "length": lambda: 2,
+    "n_samples": lambda: 40, "draft_noise": lambda: 0.3, "temperature": lambda: 0.8, "epsilon": lambda: 0.1,
+    "delta": lambda: 0.3, "level": lambda: 0.95, "a": lambda: _dist(7), "b": lambda: _dist(8),
+    "transition": lambda: _rows(V, 9), "n_contexts": lambda: 3, "concentration": lambda: 1.0,
+    "prefix_length": lambda: 5, "n_accepted": lambda: 2, "position": lambda: 7, "block_size": lambda: 8,
+    "logits": lambda: np.array([[0.1, 0.5, -1.0, 2.0]]), "counts": lambda: np.array([10, 12, 9, 9]),
+    "samples": lambda: np.array([1.0, 2.0, 1.5, 2.5]), "n_steps": lambda: 20, "n_streams": lambda: 3,
+    "p_min": lambda: 0.5, "batch_size": lambda: 4, "start": lambda: 2, "accepted_per_step": lambda: [0, 2, 1, 2],
+    "tokens_per_step": lambda: np.array([1, 3, 2, 3]), "ks": lambda: [1, 2], "alphas": lambda: [0.5, 0.8],
+    "costs": lambda: [0.1, 0.2], "c_values": lambda: [0.1, 0.3], "rate": lambda: 0.5, "noise": lambda: 0.3,
+    "domain": lambda: "prose", "n_max": lambda: 3, "n_min": lambda: 1, "window": lambda: 5,
+    "u": lambda: np.array([0.3, 0.9]), "accept_prob": lambda: np.array([0.5, 0.7]), "x": lambda: [0.1, 0.4, 0.2],
+    "n_passes": lambda: 100, "n_blocks": lambda: 4, "block": lambda: 1, "lag": lambda: 1, "n_batches": lambda: 2,
+    "values": lambda: np.arange(40.0), "max_period": lambda: 4, "mean": lambda: 1.0, "beta": lambda: np.full(8, 0.6),
+    "hidden_size": lambda: 6, "draft_temperature": lambda: 1.5, "n_params": lambda: 1e8, "bytes_per_param": lambda: 2.0,
+    "bandwidth": lambda: 1e11, "flops": lambda: 1e12, "d_model": lambda: 8, "n_layers": lambda: 1,
+    "heldout_fraction": lambda: 0.1, "top_k": lambda: 2, "top_p": lambda: 0.9, "prompts": lambda: [[0], [1, 2]],
+}
+
+def _widgets():
+    from speclib.book import widgets
+
+    return widgets
+
+
+#: Good values for one function's parameters, where the name alone does not say (the plots' views).
+OVERRIDES: dict[str, dict[str, typing.Callable[[], object]]] = {
+    "plot_correction": {"view": lambda: _widgets().correction_view(0.3)},
+    "plot_bonus": {"view": lambda: _widgets().bonus_view(0.6, 3)},
+    "plot_speedup": {"view": lambda: _widgets().speedup_view(0.6, 0.1, 3)},
+    "plot_pass_cost": {"view": lambda: _widgets().pass_cost_view(1e8, 2.0, 1e11, 1e12)},
+    "plot_drafting": {"view": lambda: _widgets().drafting_view(0.3, vocab_size=8)},
+    "plot_verification_block": {"view": lambda: _widgets().verification_view(0, k=2, n_blocks=2, vocab_size=8)},
+    "plot_sampling_controls": {"view": lambda: _widgets().sampling_controls_view()},
+    "plot_controller_bars": {"view": lambda: _widgets().controller_view(n_tokens=30, vocab_size=4)},
+    "plot_batch_waste": {"view": lambda: _widgets().batch_waste_view(max_batch=4)},
+    "plot_verification_blocks": {"views": lambda: [_widgets().verification_view(0, k=2, n_blocks=2,
+                                                                                 vocab_size=8)]},
+}
+
+#: Parameter names whose values are sizes: a huge one must be refused cheaply, with the limit.
+SIZES = {"k", "k_max", "vocab_size", "n_tokens", "max_new_tokens", "n_new", "length", "n_samples", "m",
+         "n_contexts", "n_steps", "n_streams", "batch_size", "block_size", "hidden_size", "d_model",
+         "n_layers", "n_max", "n_blocks", "n_batches", "max_period", "max_batch", "top_k", "n_passes"}
+#: Parameter names whose values are probabilities or rates in [0, 1].
+PROBABILITIES = {"alpha", "draft_noise", "p_min", "top_p", "level", "rate", "noise", "epsilon", "delta",
+                 "heldout_fraction", "pvalue", "overlap"}
+
+
+class _NaNModel:
+    """A model that returns NaN rows: its output must be checked, with an error naming it."""
+
+    vocab_size = V
+    context_length = None
+
+    def __call__(self, tokens):
+        return np.full((len(tokens), V), np.nan)
+
+
+class _WrongShapeModel:
+    vocab_size = V
+    context_length = None
+
+    def __call__(self, tokens):
+        return np.full((len(tokens) + 1, V + 1), 1.0 / (V + 1))
+
+
+def bad_values(name: str, good: object, default: object):
+    """(label, value) pairs that are wrong for a parameter whose good value is ``good``."""
+    none_ok = default is None
+    common = [("an object", object())] + ([] if none_ok else [("None", None)])
+    if isinstance(good, (bool, np.bool_)):
+        return [("the string 'False'", "False"), ("the string 'True'", "True"), ("2.5", 2.5)] + common
+    if isinstance(good, numbers.Integral):
+        out = [("2.5", 2.5), ("a numeric string", str(good)), ("NaN", float("nan")), ("True", True),
+               ("a complex number", complex(good, 1)), ("-1", -1)]
+        if name in SIZES:
+            out.append(("10**12", 10**12))
+        return out + common
+    if isinstance(good, numbers.Real):
+        out = [("NaN", float("nan")), ("inf", float("inf")), ("a numeric string", str(good)),
+               ("a complex number", complex(good, 1)), ("True", True), ("-1.5", -1.5)]
+        if name in PROBABILITIES:
+            out.append(("1.5", 1.5))
+        return out + common
+    if isinstance(good, np.ndarray) and good.dtype.kind == "f" and good.ndim >= 1 and \
+            np.allclose(good.sum(axis=-1), 1):
+        nan, neg, off = good.copy(), good.copy(), good * 0.5
+        nan.flat[0] = np.nan
+        neg.flat[0], neg.flat[1] = -0.1, neg.flat[1] + neg.flat[0] + 0.1
+        return [("a row with NaN", nan), ("a negative probability", neg), ("rows summing to 0.5", off),
+                ("strings", good.astype(str)), ("complex rows", good.astype(complex) + 1j),
+                ("an empty array", np.zeros(good.shape[:-1] + (0,))), ("a scalar", 0.5)] + common
+    if isinstance(good, np.ndarray) and good.dtype.kind in "iu":
+        return [("a token out of range", np.array([0, V + 5])), ("a negative token", np.array([0, -1])),
+                ("fractional tokens", np.array([0.0, 1.5])), ("a 2-D array", good.reshape(1, -1)),
+                ("strings", np.array(["0", "1"])), ("complex tokens", good.astype(complex))] + common
+    if type(good).__name__.endswith("View") and hasattr(good, "_fields"):
+        return [("a string", "view"), ("a dict", {}), ("a tuple", (1, 2))] + common
+    if callable(good) and hasattr(good, "vocab_size"):
+        return [("a model returning NaN rows", _NaNModel()), ("a model returning the wrong shape",
+                _WrongShapeModel()), ("a string", "target"), ("an int", 3)] + common
+    if isinstance(good, str):
+        named = good.isidentifier()  # a choice such as "prose", not free text such as a title
+        return ([("an unknown name", "no such thing")] if named else []) + [("an int", 3)] + common
+    if isinstance(good, np.ndarray) and good.dtype.kind == "f":
+        return [("NaN", np.full_like(good, np.nan)), ("strings", good.astype(str)),
+                ("complex", good.astype(complex) + 1j)] + common
+    if isinstance(good, list):
+        return [("a list with NaN", [float("nan")] * len(good)), ("a list of strings", ["a"] * len(good)),
+                ("a string", "abc")] + common
+    return common
+
+
+class _Slow(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Slow()
+
+
+def _call(fn, kwargs, seconds):
+    """(exception or None, seconds taken) for ``fn(**kwargs)``, cut off after ``seconds``."""
+    import matplotlib.pyplot as plt
+
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.perf_counter()
+    try:
+        fn(**kwargs)
+        error = None
+    except _Slow:
+        error = _Slow()
+    except Exception as caught:  # noqa: BLE001 (judged by the caller)
+        error = caught
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        plt.close("all")
+    return error, time.perf_counter() - start
+
+
+def _limit_memory():
+    """Cap the address space a little above what the process holds, so a huge size cannot exhaust
+    the machine; returns the previous limits to restore."""
+    limits = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/status") as status:
+        size = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+    cap = size + MEMORY_HEADROOM
+    if limits[1] == resource.RLIM_INFINITY or cap < limits[1]:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, limits[1]))
+    return limits
+
+
+def drive(fn) -> tuple[list[str], str | None]:
+    """Run the battery on ``fn``: (problems, why it could not be driven or None)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return [], "no signature"
+    params = [p for p in signature.parameters.values()
+              if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and not p.name.startswith("_")]
+    if not params:
+        return [], "takes no arguments"
+    examples = {**EXAMPLES, **OVERRIDES.get(fn.__name__, {})}
+    good = {}
+    for p in params:
+        if p.name in examples:
+            good[p.name] = examples[p.name]()
+        elif p.default is p.empty:
+            return [], f"no example value for the parameter {p.name!r}"
+    error, took = _call(fn, good, BASELINE_SECONDS)
+    if error is not None:
+        return [], f"the good call failed: {type(error).__name__}: {error}"
+    problems = []
+    for p in params:
+        reference = good[p.name] if p.name in good else p.default
+        if reference is None:
+            continue  # an optional argument whose type the battery cannot know
+        for label, value in bad_values(p.name, reference, p.default):
+            kwargs = {**good, p.name: value}
+            if p.name not in good:
+                kwargs = {**good, p.name: value}
+            error, took = _call(fn, kwargs, CALL_SECONDS)
+            where = f"{p.name} = {label}"
+            if (p.name, label) in ALLOWED.get(fn.__qualname__, {}) or \
+                    (inspect.isclass(fn) and label.startswith("a model returning")):
+                continue  # a wrapper sees a model's rows only when called: the loops that call it check them
+            if error is None and label == "10**12" and took <= CALL_SECONDS:
+                continue  # a huge size computed at once (a formula) is no harm
+            if error is None:
+                problems.append(f"{where}: accepted")
+            elif isinstance(error, _Slow):
+                problems.append(f"{where}: still running after {CALL_SECONDS:g} s")
+            elif not isinstance(error, (ValueError, TypeError)):
+                problems.append(f"{where}: {type(error).__name__}: {str(error)[:120]}")
+            elif p.name not in str(error) and not (label.startswith("a model") and p.name in str(error).lower()):
+                problems.append(f"{where}: the message does not name {p.name!r}: "
+                                f"{type(error).__name__}: {str(error)[:120]}")
+            elif took > CALL_SECONDS:
+                problems.append(f"{where}: refused, but after {took:.1f} s")
+    return problems, None
+
+
+#: Bad values that are not bad for one function, each with the reason.  Keep this short.
+ALLOWED: dict[str, dict[tuple[str, str], str]] = {
+    "largest_cache_bytes": {("sysfs", "an unknown name"): "a missing directory means the cache size is "
+                            "unknown: the function returns None by design"},
+    "repeating_tail": {("tokens", "a token out of range"): "it knows no vocabulary: any non-negative id is "
+                       "a token"},
+    "warp": {("model", "a model returning NaN rows"): "it wraps the model without calling it; the loops "
+             "that call the wrapper check its rows", ("model", "a model returning the wrong shape"): "the same"},
+    "predicted_pass_time": {("n_tokens", "2.5"): "a formula continuous in n_tokens (the crossover it is "
+                            "evaluated at is fractional)"},
+}
+
+#: Modules being rewritten (issue 14) whose failures are recorded in /work/notes/REQUESTS.md for their
+#: owner; their batteries run and report, but do not fail the suite until the rewrite lands.
+BEING_REWRITTEN = ("speclib.core.sampling", "speclib.core.decoding", "speclib.core.exact", "speclib.core.variants",
+                   "speclib.core.adaptive", "speclib.core.engine", "speclib.core.cache", "speclib.core.proposers",
+                   "speclib.core.policies", "speclib.core.verifiers", "speclib.book.broken", "speclib.book.article",
+                   "speclib.lm.transformer", "speclib.book.wallclock",
+                   "speclib.core.warping",  # its greedy loops are moving into the one loop (uncommitted)
+                   "speclib.lm.hf")  # helper C's adapter: its failures are recorded in REQUESTS.md too
+
+#: Failures whose cause lies in a module being rewritten, though they show in another module's
+#: battery: (what the problem line contains, why).  The test is marked xfail when these are all.
+PENDING = [
+    (("a model returning the wrong shape", "ValueError: model: a model must map"),
+     "speclib.core.cache.RecomputeCache.extend calls every model 'model', not 'target' or 'draft' "
+     "(a module being rewritten; REQUESTS.md)"),
+]
+
+API = dict(public_api())
+DRIVEN = sorted(name for name, obj in API.items() if not (inspect.isclass(obj) and is_record(obj))
+                and not name.startswith("speclib.book.checks.check_"))  # the checks: see the battery above
+
+
+@pytest.fixture(scope="module")
+def memory_cap():
+    limits = _limit_memory()
+    yield
+    resource.setrlimit(resource.RLIMIT_AS, limits)
+
+
+def _marks(name):
+    if name.rsplit(".", 1)[0] in BEING_REWRITTEN:
+        return [pytest.mark.xfail(reason="module being rewritten; failures recorded in REQUESTS.md", strict=False)]
+    return []
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n)) for n in DRIVEN])
+def test_bad_arguments_get_a_clear_error(name, memory_cap):
+    problems, why_not = drive(API[name])
+    if why_not is not None:
+        pytest.skip(why_not)
+    pending = [why for problem in problems for marks, why in PENDING if all(m in problem for m in marks)]
+    if problems and len(pending) == len(problems):
+        pytest.xfail("; ".join(sorted(set(pending))))
+    assert not problems, f"{name}:\n  " + "\n  ".join(problems)

@@ -25,7 +25,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from .._validate import as_int, as_probability_array, as_real
+from .._validate import MAX_BLOCKS, MAX_DRAFT_LENGTH, as_int, as_int_list, as_probability_array, as_real, as_real_array
 from .article import CONTEXT_ID, SpeculativeDecoder, SweepRow
 from ..core.theory import expected_tokens_per_pass, tokens_per_step_pmf, tokens_per_step_variance
 from ..core.tradeoff import break_even_c  # noqa: F401  (one definition, shared with chapter 6)
@@ -54,7 +54,7 @@ def accepted_per_proposed(alpha: float | np.ndarray, k: int) -> float | np.ndarr
     0.375
     """
     alpha = as_probability_array(alpha, "alpha")
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     powers = alpha[..., None] ** np.arange(1, k + 1)
     return _scalar_or_array(powers.sum(axis=-1) / k)
 
@@ -86,7 +86,7 @@ def alpha_from_accepted_per_proposed(rate: float, k: int) -> float:
     from scipy.optimize import brentq
 
     rate = float(as_probability_array(rate, "rate"))
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     if rate in (0.0, 1.0) or k == 1:
         return rate
     return float(brentq(lambda a: accepted_per_proposed(a, k) - rate, 0.0, 1.0, xtol=1e-14))
@@ -126,7 +126,7 @@ def accountings(n_accepted: Sequence[int], k: int) -> Accountings:
     >>> accountings([4, 0, 2], k=4)   # 6 accepted, 12 proposed, 4 + 1 + 3 = 8 judged
     Accountings(accepted_per_proposed=0.5, accepted_per_verified=0.75)
     """
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     a = _as_counts(n_accepted, k)
     verified = np.minimum(a + 1, k)
     return Accountings(float(a.sum() / (k * a.size)), float(a.sum() / verified.sum()))
@@ -144,7 +144,7 @@ def acceptance_outcomes(n_accepted: Sequence[int], k: int) -> np.ndarray:
     >>> acceptance_outcomes([2, 3, 0], k=3)
     array([1, 1, 0, 1, 1, 1, 0])
     """
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     a = _as_counts(n_accepted, k)
     parts = [np.r_[np.ones(n, dtype=np.int64), np.zeros(int(n < k), dtype=np.int64)] for n in a]
     return np.concatenate(parts)
@@ -160,7 +160,9 @@ def lag1_autocorrelation(x: Sequence[float]) -> float:
     >>> lag1_autocorrelation([0, 1, 0, 1, 0, 1])
     -1.0
     """
-    x = np.asarray(x, dtype=float)
+    x = as_real_array(x, "x")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("x: contains NaN or an infinite value")
     if x.ndim != 1 or x.size < 3:
         raise ValueError(f"x: need a 1-D sequence of at least 3 values, got shape {x.shape}")
     a, b = x[:-1], x[1:]
@@ -223,7 +225,8 @@ def step_sizes(noise: float, k: int = 4, n_steps: int = 2000, seed: int = 0,
     >>> step_sizes(0.0, k=4, n_steps=3)
     array([5, 5, 5])
     """
-    n_steps = as_int(n_steps, "n_steps", minimum=1)
+    n_steps = as_int(n_steps, "n_steps", minimum=1, maximum=MAX_BLOCKS)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     dec = SpeculativeDecoder(draft_noise=noise, draft_k=k, seed=seed)
     context_id = as_int(context_id, "context_id", minimum=0)
     return np.array([len(dec.speculative_step(context_id)[0]) for _ in range(n_steps)])
@@ -328,7 +331,7 @@ def plot_step_histograms(sizes_by_noise: dict[float, np.ndarray], k: int, axes=N
     With ``alphas`` (noise -> alpha), the counts the closed form predicts,
     ``n_steps * tokens_per_step_pmf(alpha, k)``, are drawn over the bars.
     """
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     axes = _axes(axes, len(sizes_by_noise), (11, 3.4))
     edges = np.arange(1, k + 3)
     for ax, (noise, sizes) in zip(axes, sizes_by_noise.items()):
@@ -365,6 +368,12 @@ def plot_theory_vs_alpha(ks: Sequence[int], ax=None, points: Sequence[dict] = ()
     Each entry of ``points`` is a dict with ``alpha``, ``tokens_per_pass`` and ``label``,
     and optionally ``fmt`` (a matplotlib format string) and ``color``.
     """
+    ks = as_int_list(ks, "ks", minimum=1, maximum=MAX_DRAFT_LENGTH)
+    if isinstance(points, (str, bytes)) or not hasattr(points, "__iter__"):
+        raise TypeError(f"points: expected a sequence of dicts, got {type(points).__name__}")
+    for i, pt in enumerate(points):
+        if not isinstance(pt, dict) or not {"alpha", "tokens_per_pass", "label"} <= set(pt):
+            raise TypeError(f"points[{i}]: expected a dict with alpha, tokens_per_pass and label, got {pt!r}")
     (ax,) = _axes(ax, 1, (5.5, 3.6))
     alphas = np.linspace(0.0, 1.0, 101)
     for k in ks:
@@ -409,6 +418,7 @@ def plot_break_even(alpha: float, ks: Sequence[int], c_max: float = 0.5, ax=None
 
     alpha = float(as_probability_array(alpha, "alpha"))
     c_max = as_real(c_max, "c_max", low=1e-6)
+    ks = as_int_list(ks, "ks", minimum=0, maximum=MAX_DRAFT_LENGTH)
     (ax,) = _axes(ax, 1, (7, 3.5))
     cs = np.linspace(0.0, c_max, 201)
     for k in ks:

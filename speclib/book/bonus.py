@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import as_int, as_probability_array
+from .._validate import MAX_DRAFT_LENGTH, as_int, as_probability_array
 from ..core.engine import EngineResult
 from ..core.theory import expected_tokens_per_pass
 
@@ -36,7 +36,7 @@ def tokens_per_step_pmf_without_bonus(alpha: float, k: int) -> np.ndarray:
     array([1.])
     """
     alpha = float(as_probability_array(alpha, "alpha"))
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     pmf = alpha ** np.arange(k) * (1.0 - alpha)
     pmf[k - 1] = alpha ** (k - 1)
     return pmf
@@ -55,7 +55,7 @@ def expected_tokens_per_pass_without_bonus(alpha: float | np.ndarray, k: int) ->
     >>> expected_tokens_per_pass_without_bonus(1.0, 4)
     4.0
     """
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     alpha = as_probability_array(alpha, "alpha")
     out = expected_tokens_per_pass(alpha, k - 1) if k > 1 else np.ones_like(alpha)
     return float(out) if np.ndim(out) == 0 else out
@@ -69,7 +69,7 @@ def bonus_share(alpha: float | np.ndarray, k: int) -> float | np.ndarray:
     >>> round(bonus_share(0.8, 4), 3)
     0.122
     """
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     alpha = as_probability_array(alpha, "alpha")
     out = alpha**k / expected_tokens_per_pass(alpha, k)
     return float(out) if np.ndim(out) == 0 else out

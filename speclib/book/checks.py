@@ -25,6 +25,8 @@ class ExerciseError(AssertionError):
 
 def passed(message: str = "All checks passed.") -> None:
     """Print the confirmation a student sees when a check succeeds."""
+    if not isinstance(message, str):
+        raise TypeError(f"message: expected a string, got {type(message).__name__}")
     print(f"\u2714 {message}")
 
 

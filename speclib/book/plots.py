@@ -9,12 +9,43 @@ from __future__ import annotations
 
 # --- Chapters 4-6: correction, bonus token, theory
 
-def _axes(ax, figsize=(7, 3.5)):
+def _axes(ax, figsize=(7, 3.5), name="ax"):
     import matplotlib.pyplot as plt
+    from matplotlib.axes import Axes
 
     if ax is None:
         _, ax = plt.subplots(figsize=figsize)
+    elif not isinstance(ax, Axes):
+        raise TypeError(f"{name}: expected a matplotlib Axes (or None for a new figure), got {type(ax).__name__}")
     return ax
+
+
+def _view(view, kind: str, maker: str):
+    """Refuse a ``view`` that is not what ``widgets.<maker>`` returns (its class is named ``kind``)."""
+    if type(view).__name__ != kind or not hasattr(view, "_fields"):
+        raise TypeError(f"view: expected a {kind}, what speclib.book.widgets.{maker}(...) returns; "
+                        f"got {type(view).__name__}")
+    return view
+
+
+def _flag(value, name):
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}: expected True or False, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def _pair_of_axes(axes, figsize):
+    import matplotlib.pyplot as plt
+    from matplotlib.axes import Axes
+
+    if axes is None:
+        return plt.subplots(1, 2, figsize=figsize)[1]
+    import numpy as np
+
+    axes = np.atleast_1d(np.asarray(axes, dtype=object))
+    if axes.size != 2 or not all(isinstance(a, Axes) for a in axes):
+        raise TypeError(f"axes: expected two matplotlib Axes (or None for a new figure), got {axes!r}")
+    return axes
 
 
 def plot_correction(view, axes=None):
@@ -25,11 +56,11 @@ def plot_correction(view, axes=None):
     ``q`` beside what a step emits when the correction wrongly draws from ``q`` again.
     Returns the two axes.
     """
+    view = _view(view, "CorrectionView", "correction_view")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    axes = _pair_of_axes(axes, (10, 3.5))
     left, right = axes
     x = np.arange(len(view.q))
     left.bar(x, view.overlap, color="tab:blue", label="min(p, q): accepted drafts")
@@ -77,6 +108,7 @@ def plot_tokens_per_step(tokens_per_step, pmf, ax=None, title="Tokens emitted pe
 
 def plot_bonus(view, ax=None):
     """Tokens-per-step distributions with and without the bonus, from :func:`speclib.book.widgets.bonus_view`."""
+    view = _view(view, "BonusView", "bonus_view")
     import numpy as np
 
     ax = _axes(ax)
@@ -95,6 +127,7 @@ def plot_bonus(view, ax=None):
 
 def plot_speedup(view, ax=None):
     """Speed-up against draft length, from :func:`speclib.book.widgets.speedup_view`."""
+    view = _view(view, "SpeedupView", "speedup_view")
     ax = _axes(ax)
     ax.plot(view.ks, view.speedups, "o-", color="tab:blue", markersize=3,
             label=f"alpha = {view.alpha:.2f}, c = {view.c:.2f}")
@@ -147,6 +180,13 @@ def plot_pass_cost(view, measured=(), ax=None):
     tokens (a star) and the crossover.  ``measured`` is an optional sequence of
     ``(label, n_tokens, seconds)`` series drawn as points.  Returns the axes.
     """
+    view = _view(view, "PassCostView", "pass_cost_view")
+    if isinstance(measured, (str, bytes)) or not hasattr(measured, "__iter__"):
+        raise TypeError(f"measured: expected a sequence of (label, n_tokens, seconds), got {type(measured).__name__}")
+    measured = list(measured)
+    for i, point in enumerate(measured):
+        if not isinstance(point, (tuple, list)) or len(point) != 3:
+            raise TypeError(f"measured[{i}]: expected (label, n_tokens, seconds), got {point!r}")
     import numpy as np
 
     ax = _axes(ax)
@@ -180,11 +220,13 @@ def plot_drafting(view, axes=None):
     their overlap ``min(p, q)`` shaded; its area is alpha.  Right: alpha against the draft
     noise, with the current setting marked.  Returns the two axes.
     """
+    view = _view(view, "DraftingView", "drafting_view")
     import matplotlib.pyplot as plt
     import numpy as np
 
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(10, 3.5), gridspec_kw={"width_ratios": [1.6, 1]})
+    axes = _pair_of_axes(axes, (10, 3.5))
     left, right = axes
     x = np.arange(len(view.q))
     left.fill_between(x, view.overlap, step="mid", color="tab:green", alpha=0.35,
@@ -210,6 +252,8 @@ def plot_verification_block(view, ax=None, legend=True):
     above it the rejection).  A star marks a bonus token.  ``legend=False`` leaves the legend
     out (for a grid of blocks sharing one).  Returns the axes.
     """
+    view = _view(view, "VerificationView", "verification_view")
+    legend = _flag(legend, "legend")
     import numpy as np
 
     ax = _axes(ax, figsize=(6.5, 3.2))
@@ -273,6 +317,8 @@ def plot_sampling_controls(view, ax=None, legend=True):
     ``view`` is a :class:`speclib.book.widgets.SamplingControlsView`; ``legend=False`` leaves the
     legend out (for all but one panel of a row of them).
     """
+    view = _view(view, "SamplingControlsView", "sampling_controls_view")
+    legend = _flag(legend, "legend")
     import numpy as np
 
     ax = _axes(ax)
@@ -347,6 +393,7 @@ def plot_controller_bars(view, ax=None):
 
     ``view`` is a :class:`speclib.book.widgets.ControllerView`.
     """
+    view = _view(view, "ControllerView", "controller_view")
     import numpy as np
 
     ax = _axes(ax)
@@ -418,6 +465,7 @@ def plot_batch_waste(view, ax=None):
 
     ``view`` is a :class:`speclib.book.widgets.BatchWasteView`.
     """
+    view = _view(view, "BatchWasteView", "batch_waste_view")
     ax = _axes(ax)
     ax.plot(view.batch_sizes, view.pad_waste, marker="o", markersize=3,
             label="pad: share of paid-for slots that are padding")
@@ -508,9 +556,15 @@ def plot_verification_blocks(views, ncols=2, title=None):
     """
     import matplotlib.pyplot as plt
 
+    if isinstance(views, (str, bytes)) or not hasattr(views, "__iter__"):
+        raise TypeError(f"views: expected a sequence of verification views, got {type(views).__name__}")
     views = list(views)
     if not views:
         raise ValueError("views: expected at least one verification view")
+    for i, view in enumerate(views):
+        if type(view).__name__ != "VerificationView":
+            raise TypeError(f"views[{i}]: expected a VerificationView (speclib.book.widgets.verification_view), "
+                            f"got {type(view).__name__}")
     if isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1:
         raise ValueError(f"ncols: expected a positive integer, got {ncols!r}")
     ncols = min(ncols, len(views))

@@ -31,7 +31,8 @@ from typing import Callable
 
 import numpy as np
 
-from .._validate import as_generator, as_int, as_probability_array, as_tokens
+from .._validate import (MAX_DRAFT_LENGTH, MAX_NEW_TOKENS, as_bool, as_distribution, as_generator, as_int,
+                         as_probability_array, as_real_array, as_tokens, model_rows)
 from ..core.decoding import GenerationStats, _check_model, speculative_generate
 from ..core.sampling import Verification, verify
 
@@ -130,8 +131,11 @@ def trace_generation(
     """
     vocab = _check_model(target, "target")
     prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
+    as_int(max_new_tokens, "max_new_tokens", minimum=0, maximum=MAX_NEW_TOKENS)
     rng = as_generator(rng)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress: expected a function of the number of tokens, got {type(progress).__name__}")
     recorder = _Recorder(progress)
     tokens, stats = speculative_generate(target, draft, prompt, max_new_tokens, k, rng, verifier=recorder)
     kinds: list[str] = []
@@ -191,7 +195,7 @@ def acceptance_probabilities(target: Callable, draft: Callable, tokens: np.ndarr
     if _check_model(draft, "draft") != vocab:
         raise ValueError("draft: vocabulary differs from the target's")
     tokens = as_tokens(tokens, "tokens", vocab)
-    return np.minimum(np.asarray(draft(tokens)), np.asarray(target(tokens))).sum(axis=1)
+    return np.minimum(model_rows(draft, tokens, "draft"), model_rows(target, tokens, "target")).sum(axis=1)
 
 
 def trace_betas(target: Callable, draft: Callable, trace: Trace) -> np.ndarray:
@@ -214,6 +218,12 @@ def pooled_acceptance(target: Callable, draft: Callable, prompts: list, max_new_
     Many short generations from different prompts measure acceptance over varied contexts,
     where one long generation could drift into a single region (a greedy loop, say).
     """
+    if isinstance(prompts, (str, bytes, np.ndarray)) or not isinstance(prompts, (list, tuple)):
+        raise TypeError(f"prompts: expected a list of prompts (sequences of token ids), got {type(prompts).__name__}")
+    for i, prompt in enumerate(prompts):
+        as_tokens(prompt, f"prompts[{i}]", allow_empty=False)
+    as_int(max_new_tokens, "max_new_tokens", minimum=0, maximum=MAX_NEW_TOKENS)
+    seed = as_int(seed, "seed", minimum=0)
     accepted = verified = 0
     for i, prompt in enumerate(prompts):
         stats = trace_generation(target, draft, prompt, max_new_tokens, k, seed + i).stats
@@ -266,7 +276,7 @@ def expected_tokens_along_text(beta: np.ndarray, k: int) -> float:
     1.75
     """
     beta = as_probability_array(beta, "beta")
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     if beta.ndim != 1 or beta.size < k:
         raise ValueError(f"beta: expected a 1-D sequence of at least k = {k} values, got shape {beta.shape}")
     starts = beta.size - k + 1
@@ -300,7 +310,7 @@ def expected_tokens_renewal(beta: np.ndarray, k: int) -> float:
     1.75
     """
     beta = as_probability_array(beta, "beta")
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     if beta.ndim != 1 or beta.size == 0:
         raise ValueError(f"beta: expected a non-empty 1-D sequence, got shape {beta.shape}")
     n = beta.size
@@ -344,10 +354,7 @@ def batch_means_interval(values: object, n_batches: int = 20, level: float = 0.9
     """
     from ..core.stats import ConfidenceInterval, mean_confidence_interval
 
-    try:
-        arr = np.asarray(values, dtype=float)
-    except (TypeError, ValueError):
-        raise TypeError(f"values: expected an array of real numbers, got {type(values).__name__}") from None
+    arr = as_real_array(values, "values")
     n_batches = as_int(n_batches, "n_batches", minimum=2)
     if arr.ndim != 1 or arr.size < n_batches:
         raise ValueError(f"values: expected a 1-D sequence of at least n_batches = {n_batches} values, "
@@ -377,6 +384,8 @@ def repeating_tail(tokens: object, max_period: int = 16) -> tuple[np.ndarray, in
     0
     """
     tokens = as_tokens(tokens, "tokens")
+    if (tokens < 0).any():
+        raise ValueError(f"tokens: token ids are non-negative, got {int(tokens.min())}")
     max_period = as_int(max_period, "max_period", minimum=1)
     best_unit, best_length = tokens[:0], 0
     for period in range(1, min(max_period, tokens.size // 2) + 1):

@@ -23,7 +23,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .._validate import as_generator, as_int, as_tokens
+from .._validate import (MAX_BLOCKS, MAX_DRAFT_LENGTH, as_bool, as_distribution, as_generator, as_int,
+                         as_tokens)
 from ..core.decoding import _check_model, _last_rows
 from ..core.sampling import Verification, sample_token, verify
 
@@ -81,11 +82,11 @@ def draft_block(draft: Callable, prefix: np.ndarray, k: int, rng: np.random.Gene
     """
     vocab = _check_model(draft, "draft")
     prefix = as_tokens(prefix, "prefix", vocab, allow_empty=False)
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     rng = as_generator(rng)
     seq, p_rows = prefix, []
     for _ in range(k):
-        p = _last_rows(draft, seq, 1, "draft")[0]  # the distribution of the next token ...
+        p = _rows(draft, seq, 1, "draft")[0]  # the distribution of the next token ...
         p_rows.append(p)
         seq = np.append(seq, sample_token(p, rng))  # ... and the token drawn from it
     return DraftBlock(seq[prefix.size:], np.array(p_rows))
@@ -106,7 +107,12 @@ def score_block(target: Callable, prefix: np.ndarray, draft_tokens: np.ndarray) 
     prefix = as_tokens(prefix, "prefix", vocab, allow_empty=False)
     draft_tokens = as_tokens(draft_tokens, "draft_tokens", vocab)
     k = draft_tokens.size
-    return _last_rows(target, np.concatenate([prefix, draft_tokens]), k + 1, "target")
+    return _rows(target, np.concatenate([prefix, draft_tokens]), k + 1, "target")
+
+
+def _rows(model: Callable, tokens: np.ndarray, n: int, name: str) -> np.ndarray:
+    """The model's last ``n`` rows for ``tokens``, checked: NaN or unnormalised rows name the model."""
+    return as_distribution(_last_rows(model, tokens, n, name), f"{name} (the rows it returned)")
 
 
 class TraceRow(NamedTuple):
@@ -164,6 +170,8 @@ def verify_trace(
     >>> [(r.outcome, r.draft_token, r.emitted) for r in t.rows]
     [('accepted', 0, 0), ('rejected', 1, 0)]
     """
+    bonus = as_bool(bonus, "bonus")
+    block = as_int(block, "block", minimum=0)
     rec = RecordingGenerator(rng)
     out = verify(draft_tokens, p_draft, q_target, rec, bonus=bonus)
     # verify validated the inputs; these conversions cannot fail now.
@@ -212,8 +220,9 @@ def speculative_trace(
     if _check_model(draft, "draft") != vocab:
         raise ValueError(f"draft: vocabulary of {draft.vocab_size} tokens differs from the target's {vocab}")
     tokens = as_tokens(prompt, "prompt", vocab, allow_empty=False)
-    n_blocks = as_int(n_blocks, "n_blocks", minimum=1)
-    k = as_int(k, "k", minimum=1)
+    n_blocks = as_int(n_blocks, "n_blocks", minimum=1, maximum=MAX_BLOCKS)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
+    bonus = as_bool(bonus, "bonus")
     rng = as_generator(rng)
     blocks = []
     for b in range(n_blocks):

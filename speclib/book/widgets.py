@@ -15,9 +15,21 @@ from typing import NamedTuple as _NamedTuple
 
 import numpy as _np
 
+from .._validate import MAX_DRAFT_LENGTH as _MAX_K
+from .._validate import as_generator as _as_generator
 from .._validate import as_int as _as_int
 from .._validate import as_probability_array as _as_probability_array
 from .._validate import as_real as _as_real
+
+#: Limits on the explorers' sizes: beyond them a redraw would take minutes, not a moment.
+_MAX_VOCAB = 4096
+_MAX_BLOCKS = 10_000
+_MAX_TOKENS = 100_000
+_MAX_BATCH = 4096
+
+
+def _check_seed(seed: object) -> None:
+    _as_generator(seed, "seed")
 
 
 class CorrectionView(_NamedTuple):
@@ -51,7 +63,8 @@ def correction_view(draft_noise: float, vocab_size: int = 8, seed: int = 0) -> C
     from ..core.stats import total_variation_distance
 
     draft_noise = _as_real(draft_noise, "draft_noise", low=0.0, high=1.0)
-    vocab_size = _as_int(vocab_size, "vocab_size", minimum=2)
+    vocab_size = _as_int(vocab_size, "vocab_size", minimum=2, maximum=_MAX_VOCAB)
+    _check_seed(seed)
     target, draft = fixed_pair(vocab_size=vocab_size, draft_noise=draft_noise, seed=seed)
     p, q = draft.dist, target.dist
     split = split_target(p, q)
@@ -66,6 +79,9 @@ def correction_explorer(vocab_size: int = 8, seed: int = 0):
     import matplotlib.pyplot as plt
 
     from .plots import plot_correction
+
+    _as_int(vocab_size, "vocab_size", minimum=2, maximum=_MAX_VOCAB)
+    _check_seed(seed)
 
     def show(draft_noise: float = 0.5) -> None:
         plot_correction(correction_view(draft_noise, vocab_size, seed))
@@ -100,7 +116,7 @@ def bonus_view(alpha: float, k: int) -> BonusView:
     from ..core.theory import expected_tokens_per_pass, tokens_per_step_pmf
 
     alpha = float(_as_probability_array(alpha, "alpha"))
-    k = _as_int(k, "k", minimum=1)
+    k = _as_int(k, "k", minimum=1, maximum=_MAX_K)
     return BonusView(alpha, k, tokens_per_step_pmf(alpha, k), tokens_per_step_pmf_without_bonus(alpha, k),
                      float(expected_tokens_per_pass(alpha, k)), float(expected_tokens_per_pass_without_bonus(alpha, k)),
                      float(bonus_share(alpha, k)))
@@ -153,7 +169,7 @@ def speedup_view(alpha: float, c: float, k: int, k_max: int = 16) -> SpeedupView
     from ..core.theory import optimal_k
     from ..core.tradeoff import break_even_alpha, speedup_curve
 
-    k_max = _as_int(k_max, "k_max", minimum=1)
+    k_max = _as_int(k_max, "k_max", minimum=1, maximum=_MAX_K)
     k = _as_int(k, "k", minimum=1)
     if k > k_max:
         raise ValueError(f"k: must be <= k_max = {k_max}, got {k}")
@@ -170,6 +186,8 @@ def speedup_explorer(k_max: int = 16):
     import matplotlib.pyplot as plt
 
     from .plots import plot_speedup
+
+    k_max = _as_int(k_max, "k_max", minimum=1, maximum=_MAX_K)
 
     def show(alpha: float = 0.8, c: float = 0.05, k: int = 4) -> None:
         plot_speedup(speedup_view(alpha, c, k, k_max))
@@ -210,8 +228,12 @@ def pass_cost_view(n_params: float, bytes_per_param: float, bandwidth: float, fl
     """
     from ..core.cost import predicted_pass_time
 
-    k = _as_int(k, "k", minimum=1)
+    k = _as_int(k, "k", minimum=1, maximum=_MAX_K)
     max_tokens = _as_int(max_tokens, "max_tokens", minimum=k + 1)
+    n_params = _as_real(n_params, "n_params", low=0.0)
+    bytes_per_param = _as_real(bytes_per_param, "bytes_per_param", low=0.0)
+    bandwidth = _as_real(bandwidth, "bandwidth", low=1e-300)
+    flops = _as_real(flops, "flops", low=1e-300)
     n = _np.unique(_np.round(_np.geomspace(1, max_tokens, 64)).astype(int))
     seconds = predicted_pass_time(n, n_params, bytes_per_param, bandwidth, flops)
     one = predicted_pass_time(1, n_params, bytes_per_param, bandwidth, flops)
@@ -231,6 +253,13 @@ def pass_cost_explorer(n_params: float = 1e8, bytes_per_param: float = 4.0,
     import matplotlib.pyplot as plt
 
     from .plots import plot_pass_cost
+
+    n_params = _as_real(n_params, "n_params", low=1e6, high=1e11)  # the slider's range
+    bytes_per_param = _as_real(bytes_per_param, "bytes_per_param")
+    if bytes_per_param not in (8.0, 4.0, 2.0, 1.0):
+        raise ValueError(f"bytes_per_param: expected 8, 4, 2 or 1, got {bytes_per_param:g}")
+    bandwidth = _as_real(bandwidth, "bandwidth", low=1e9, high=1e13)
+    flops = _as_real(flops, "flops", low=1e9, high=1e15)
 
     def show(bandwidth_gb_s: float, gflop_s: float, params_millions: float, bytes_per_param: float, k: int) -> None:
         plot_pass_cost(pass_cost_view(params_millions * 1e6, bytes_per_param, bandwidth_gb_s * 1e9,
@@ -278,6 +307,8 @@ def drafting_view(draft_noise: float, vocab_size: int = 64, seed: int = 0, conte
     from ..core.sampling import acceptance_rate
 
     draft_noise = _as_real(draft_noise, "draft_noise", low=0.0, high=1.0)
+    vocab_size = _as_int(vocab_size, "vocab_size", minimum=2, maximum=_MAX_VOCAB)
+    _check_seed(seed)
     target, draft = fixed_pair(vocab_size=vocab_size, draft_noise=draft_noise, seed=seed, context_id=context_id)
     order = _np.argsort(-target.dist, kind="stable")
     q, p = target.dist[order], draft.dist[order]
@@ -292,6 +323,9 @@ def drafting_explorer(vocab_size: int = 64, seed: int = 0):
     import matplotlib.pyplot as plt
 
     from .plots import plot_drafting
+
+    _as_int(vocab_size, "vocab_size", minimum=2, maximum=_MAX_VOCAB)
+    _check_seed(seed)
 
     def show(draft_noise: float = 0.3, context_id: int = 42) -> None:
         plot_drafting(drafting_view(draft_noise, vocab_size, seed, context_id))
@@ -333,7 +367,10 @@ def verification_view(block: int, draft_noise: float = 0.3, k: int = 4, n_blocks
     from ..lm.models import fixed_pair
     from .trace import speculative_trace
 
-    n_blocks = _as_int(n_blocks, "n_blocks", minimum=1)
+    n_blocks = _as_int(n_blocks, "n_blocks", minimum=1, maximum=_MAX_BLOCKS)
+    k = _as_int(k, "k", minimum=1, maximum=_MAX_K)
+    vocab_size = _as_int(vocab_size, "vocab_size", minimum=2, maximum=_MAX_VOCAB)
+    _check_seed(seed)
     block = _as_int(block, "block", minimum=0)
     if block >= n_blocks:
         raise ValueError(f"block: must be < n_blocks = {n_blocks}, got {block}")
@@ -354,6 +391,10 @@ def verification_explorer(k: int = 4, n_blocks: int = 12, seed: int = 0):
     import matplotlib.pyplot as plt
 
     from .plots import plot_verification_block
+
+    k = _as_int(k, "k", minimum=1, maximum=_MAX_K)
+    n_blocks = _as_int(n_blocks, "n_blocks", minimum=1, maximum=_MAX_BLOCKS)
+    _check_seed(seed)
 
     def show(block: int = 0, draft_noise: float = 0.5) -> None:
         plot_verification_block(verification_view(block, draft_noise, k, n_blocks, seed))
@@ -388,9 +429,12 @@ def generation_view(domain: str = "prose", k: int = 4, temperature: float = 1.0,
     from .render import to_html, trace_generation
     from ..core.warping import warp
 
-    k = _as_int(k, "k", minimum=1)
+    if domain not in ("prose", "code"):
+        raise ValueError(f"domain: expected 'prose' or 'code', got {domain!r}")
+    k = _as_int(k, "k", minimum=1, maximum=_MAX_K)
     temperature = _as_real(temperature, "temperature", low=0.0)
-    new_tokens = _as_int(new_tokens, "new_tokens", minimum=1)
+    new_tokens = _as_int(new_tokens, "new_tokens", minimum=1, maximum=_MAX_TOKENS)
+    _check_seed(seed)
     target, draft = ngram_pair(domain)
     if temperature != 1.0:
         target, draft = warp(target, temperature=temperature), warp(draft, temperature=temperature)
@@ -451,7 +495,9 @@ def sampling_controls_view(temperature: float = 1.0, top_k: int | None = None, t
     from ..core.sampling import acceptance_rate
     from ..core.warping import warp_distribution
 
-    vocab_size = _as_int(vocab_size, "vocab_size", minimum=2)
+    vocab_size = _as_int(vocab_size, "vocab_size", minimum=2, maximum=_MAX_VOCAB)
+    temperature = _as_real(temperature, "temperature", low=0.0)
+    _check_seed(seed)
     target, draft = fixed_pair(vocab_size=vocab_size, draft_noise=draft_noise, seed=seed)
     q, p = target.dist, draft.dist
     q_warped = warp_distribution(q, temperature, top_k, top_p)
@@ -469,6 +515,9 @@ def sampling_controls_explorer(vocab_size: int = 8, seed: int = 0):
     import matplotlib.pyplot as plt
 
     from .plots import plot_sampling_controls
+
+    vocab_size = _as_int(vocab_size, "vocab_size", minimum=2, maximum=_MAX_VOCAB)
+    _check_seed(seed)
 
     def show(temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, draft_noise: float = 0.5) -> None:
         view = sampling_controls_view(temperature, top_k or None, None if top_p >= 1.0 else top_p,
@@ -516,6 +565,10 @@ def controller_view(draft_noise: float = 0.5, c: float = 0.2, n_tokens: int = 40
 
     draft_noise = _as_real(draft_noise, "draft_noise", low=0.0, high=1.0)
     c = _as_real(c, "c", low=0.0)
+    n_tokens = _as_int(n_tokens, "n_tokens", minimum=1, maximum=_MAX_TOKENS)
+    vocab_size = _as_int(vocab_size, "vocab_size", minimum=2, maximum=_MAX_VOCAB)
+    p_min = _as_real(p_min, "p_min", low=0.0, high=1.0)
+    _check_seed(seed)
     target, draft = markov_pair(vocab_size, draft_noise, seed, concentration)
     cmp = compare_controllers(target, draft, [[0]], n_tokens, [c], seed, p_min=p_min)
     names = tuple(cmp.speedup)
@@ -530,6 +583,9 @@ def controller_explorer(n_tokens: int = 400, seed: int = 0):
     import matplotlib.pyplot as plt
 
     from .plots import plot_controller_bars
+
+    _as_int(n_tokens, "n_tokens", minimum=1, maximum=_MAX_TOKENS)
+    _check_seed(seed)
 
     def show(draft_noise: float = 0.5, c: float = 0.2) -> None:
         plot_controller_bars(controller_view(draft_noise, c, n_tokens, seed))
@@ -567,8 +623,8 @@ def batch_waste_view(alpha: float = 0.7, k: int = 4, max_batch: int = 32) -> Bat
     from ..core.variants import expected_block_extremes
 
     alpha = float(_as_probability_array(alpha, "alpha"))
-    k = _as_int(k, "k", minimum=1)
-    sizes = _np.arange(1, _as_int(max_batch, "max_batch", minimum=1) + 1)
+    k = _as_int(k, "k", minimum=1, maximum=_MAX_K)
+    sizes = _np.arange(1, _as_int(max_batch, "max_batch", minimum=1, maximum=_MAX_BATCH) + 1)
     rows = _np.array([expected_block_extremes(alpha, k, int(b)) for b in sizes])
     mean = float(rows[0, 0])
     return BatchWasteView(sizes, mean, rows[:, 1], rows[:, 2], 1.0 - mean / rows[:, 2],
@@ -581,6 +637,8 @@ def batch_waste_explorer(max_batch: int = 32):
     import matplotlib.pyplot as plt
 
     from .plots import plot_batch_waste
+
+    _as_int(max_batch, "max_batch", minimum=1, maximum=_MAX_BATCH)
 
     def show(alpha: float = 0.7, k: int = 4) -> None:
         plot_batch_waste(batch_waste_view(alpha, k, max_batch))

@@ -20,8 +20,9 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .._validate import as_distribution, as_generator, as_int, as_real
-from .stats import ChiSquareResult, chi_square_test
+from .._validate import MAX_ENTRIES, as_distribution, as_generator, as_int, as_real, as_real_array
+from .exact import MAX_SEQUENCES
+from .stats import ChiSquareResult, _max_sequence_length, chi_square_test
 
 #: The book's significance level for audits: a correct decoder fails once in a thousand runs.
 AUDIT_LEVEL = 1e-3
@@ -63,9 +64,13 @@ def sequence_counts(
     """
     if not callable(decode):
         raise TypeError(f"decode: expected a callable decode(max_new_tokens, rng), got {type(decode).__name__}")
-    vocab_size = as_int(vocab_size, "vocab_size", minimum=1)
-    length = as_int(length, "length", minimum=1)
-    n_samples = as_int(n_samples, "n_samples", minimum=1)
+    vocab_size = as_int(vocab_size, "vocab_size", minimum=1, maximum=MAX_SEQUENCES,
+                        why="one count per sequence")
+    longest = _max_sequence_length(vocab_size)
+    length = as_int(length, "length", minimum=1, maximum=longest,
+                    why=f"more than {MAX_SEQUENCES} sequences of {vocab_size} tokens are too many to count")
+    n_samples = as_int(n_samples, "n_samples", minimum=1, maximum=MAX_ENTRIES // length,
+                       why=f"n_samples * length may not exceed {MAX_ENTRIES} generated tokens")
     rng = as_generator(rng)
     shape = (vocab_size,) * length
     counts = np.zeros(vocab_size**length, dtype=np.int64)
@@ -74,6 +79,8 @@ def sequence_counts(
         tokens = np.asarray(out[0] if isinstance(out, tuple) else out)
         if tokens.shape != (length,):
             raise ValueError(f"decode: returned {tokens.shape} tokens for max_new_tokens={length}")
+        if tokens.dtype.kind not in "iu" or (tokens < 0).any() or (tokens >= vocab_size).any():
+            raise ValueError(f"decode: returned {tokens.tolist()}, not token ids in [0, {vocab_size})")
         counts[np.ravel_multi_index(tuple(tokens), shape)] += 1
     return counts.reshape(shape)
 
@@ -104,10 +111,15 @@ def pooled_chi_square(counts: np.ndarray, probs: np.ndarray, min_expected: float
     >>> pooled_chi_square([50, 49, 1], [0.5, 0.499, 0.001]).dof   # the two rare cells become one
     1
     """
-    counts_arr = np.asarray(counts, dtype=float).ravel()
-    probs_arr = as_distribution(np.reshape(probs, -1), "probs", ndim=1)
+    counts_arr = as_real_array(counts, "counts", "an array of counts").ravel()
+    if not np.all(np.isfinite(counts_arr)) or (counts_arr < 0).any() or np.any(counts_arr != np.round(counts_arr)):
+        raise ValueError("counts: must be non-negative whole numbers")
+    probs_arr = as_distribution(np.reshape(as_real_array(probs, "probs", "an array of probabilities"), -1),
+                                "probs", ndim=1)
     if counts_arr.shape != probs_arr.shape:
         raise ValueError(f"probs: {probs_arr.size} outcomes, but counts has {counts_arr.size}")
+    if np.shape(counts) != np.shape(probs):
+        raise ValueError(f"probs: shape {np.shape(probs)} differs from the shape of counts {np.shape(counts)}")
     min_expected = as_real(min_expected, "min_expected", low=0.0)
     total = counts_arr.sum()
 
@@ -175,7 +187,9 @@ def audit(
     ...       reference, n_samples=500, rng=0).passed
     True
     """
-    reference = np.asarray(reference, dtype=float)
+    reference = as_real_array(reference, "reference", "an array of sequence probabilities")
+    if not callable(decode):
+        raise TypeError(f"decode: expected a callable decode(max_new_tokens, rng), got {type(decode).__name__}")
     if reference.ndim < 1 or len(set(reference.shape)) != 1:
         raise ValueError(f"reference: expected shape (V,) * length, got {reference.shape}")
     level = as_real(level, "level", low=0.0, high=1.0)

@@ -35,13 +35,15 @@ numpy is imported) or the timings mostly measure thread scheduling.
 
 from __future__ import annotations
 
+import math
+import os
 import time
 from pathlib import Path
 from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from .._validate import as_generator, as_int, as_real, as_tokens
+from .._validate import MAX_ENTRIES, as_generator, as_int, as_real, as_real_array, as_tokens
 
 #: OpenBLAS multiplies small matrices with a direct kernel only while
 #: ``rows * inner * columns`` stays below about this many; above it, it first repacks the
@@ -69,10 +71,15 @@ def layer_stack(d_model: int, n_layers: int, rng: np.random.Generator | int,
     >>> len(weights), weights[0].shape, weights[0].dtype
     (3, (8, 8), dtype('float64'))
     """
-    d_model = as_int(d_model, "d_model", minimum=1)
-    n_layers = as_int(n_layers, "n_layers", minimum=1)
-    dtype = np.dtype(dtype)
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+    d_model = as_int(d_model, "d_model", minimum=1, maximum=math.isqrt(MAX_ENTRIES),
+                     why=f"a layer holds d_model**2 weights, at most {MAX_ENTRIES}")
+    n_layers = as_int(n_layers, "n_layers", minimum=1, maximum=MAX_ENTRIES // d_model**2,
+                      why=f"n_layers * d_model**2 weights may not exceed {MAX_ENTRIES}")
+    try:
+        dtype = np.dtype(dtype) if dtype is not None else None
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise ValueError(f"dtype: expected float32 or float64, got {dtype}")
     rng = as_generator(rng)
     scale = dtype.type(1.0 / np.sqrt(d_model))
@@ -353,9 +360,9 @@ def predicted_pass_time(n_tokens: np.ndarray | float, n_params: float, bytes_per
     >>> predicted_pass_time([1, 100], n_params=1e9, bytes_per_param=2, bandwidth=1e12, flops=1e14)
     array([0.00202, 0.004  ])
     """
-    n = np.asarray(n_tokens, dtype=float)
-    if (n < 0).any():
-        raise ValueError("n_tokens: must be non-negative")
+    n = as_real_array(n_tokens, "n_tokens", "token counts")
+    if not np.all(np.isfinite(n)) or (n < 0).any():
+        raise ValueError("n_tokens: must be non-negative and finite")
     n_params = as_real(n_params, "n_params", low=0.0)
     bytes_per_param = as_real(bytes_per_param, "bytes_per_param", low=0.0)
     bandwidth = as_real(bandwidth, "bandwidth", low=1e-300)
@@ -371,6 +378,8 @@ def largest_cache_bytes(sysfs: str | Path = "/sys/devices/system/cpu/cpu0/cache"
     container that hides it) returns None.  Weights larger than this cannot stay in cache
     between passes.
     """
+    if not isinstance(sysfs, (str, os.PathLike)):
+        raise TypeError(f"sysfs: expected a directory path, got {sysfs!r} ({type(sysfs).__name__})")
     sizes = []
     for f in sorted(Path(sysfs).glob("index*/size")):
         text = f.read_text().strip().upper()

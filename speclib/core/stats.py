@@ -19,7 +19,8 @@ from typing import Callable, NamedTuple
 import numpy as np
 from scipy import stats as _scipy_stats
 
-from .._validate import as_distribution, as_generator, as_int, as_real, as_tokens
+from .._validate import (MAX_DRAFT_LENGTH, MAX_ENTRIES, as_bool, as_distribution, as_generator, as_int, as_real,
+                         as_real_array, as_tokens)
 from .decoding import _check_model, speculative_generate
 from .exact import MAX_SEQUENCES
 from .sampling import Verification, verify
@@ -101,7 +102,7 @@ def chi_square_test(counts: np.ndarray, probs: np.ndarray, pool_below: float = 5
     0.0
     """
     counts_arr = np.asarray(counts)
-    if counts_arr.dtype == bool or not np.issubdtype(counts_arr.dtype, np.number):
+    if counts_arr.dtype.kind not in "iuf":
         raise TypeError(f"counts: expected an array of non-negative integers, got dtype {counts_arr.dtype}")
     counts_arr = counts_arr.astype(float).ravel()
     if not np.all(np.isfinite(counts_arr)) or (counts_arr < 0).any() or np.any(counts_arr != np.round(counts_arr)):
@@ -184,11 +185,15 @@ def sequence_counts(
     """
     vocab = _check_model(target, "target")
     prefix = as_tokens(prefix, "prefix", vocab, allow_empty=False)
-    length = as_int(length, "length", minimum=1)
-    k = as_int(k, "k", minimum=1)
-    n_samples = as_int(n_samples, "n_samples", minimum=1)
-    if vocab**length > MAX_SEQUENCES:
-        raise ValueError(f"length: {vocab}**{length} sequences are too many to count (limit {MAX_SEQUENCES})")
+    longest = _max_sequence_length(vocab)
+    length = as_int(length, "length", minimum=1, maximum=longest,
+                    why=f"more than {MAX_SEQUENCES} sequences of {vocab} tokens are too many to count")
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
+    n_samples = as_int(n_samples, "n_samples", minimum=1, maximum=MAX_ENTRIES // length,
+                       why=f"n_samples * length may not exceed {MAX_ENTRIES} generated tokens")
+    bonus = as_bool(bonus, "bonus")
+    if not callable(verifier):
+        raise TypeError(f"verifier: expected a function with the signature of verify, got {verifier!r}")
     rng = as_generator(rng)
     counts = np.zeros(vocab**length, dtype=np.int64)
     shape = (vocab,) * length
@@ -196,6 +201,17 @@ def sequence_counts(
         tokens, _ = speculative_generate(target, draft, prefix, length, k, rng, bonus=bonus, verifier=verifier)
         counts[np.ravel_multi_index(tuple(tokens), shape)] += 1
     return counts.reshape(shape)
+
+
+def _max_sequence_length(vocab_size: int) -> int:
+    """The longest sequence length whose ``vocab_size ** length`` outcomes stay within MAX_SEQUENCES
+    (computed without building ``vocab_size ** length`` for a huge length)."""
+    if vocab_size < 2:
+        return MAX_ENTRIES
+    length = 0
+    while vocab_size ** (length + 1) <= MAX_SEQUENCES:
+        length += 1
+    return length
 
 
 class ConfidenceInterval(NamedTuple):
@@ -228,10 +244,7 @@ def mean_confidence_interval(samples: np.ndarray, level: float = 0.95) -> Confid
     >>> ci.mean, round(ci.low, 3), round(ci.high, 3)
     (3.0, 1.037, 4.963)
     """
-    try:
-        arr = np.asarray(samples, dtype=float)
-    except (TypeError, ValueError):
-        raise TypeError(f"samples: expected an array of real numbers, got {type(samples).__name__}") from None
+    arr = as_real_array(samples, "samples")
     if arr.ndim != 1:
         raise ValueError(f"samples: expected a 1-D array, got shape {arr.shape}")
     if arr.size < 2:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import as_int, as_probability_array, as_real
+from .._validate import MAX_DRAFT_LENGTH, as_int, as_probability_array, as_real
 
 
 def _scalar_or_array(x: np.ndarray) -> float | np.ndarray:
@@ -35,7 +35,7 @@ def expected_tokens_per_pass(alpha: float | np.ndarray, k: int) -> float | np.nd
     5.0
     """
     alpha = as_probability_array(alpha, "alpha")
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     powers = alpha[..., None] ** np.arange(k + 1)
     return _scalar_or_array(powers.sum(axis=-1))
 
@@ -56,7 +56,7 @@ def tokens_per_step_pmf(alpha: float, k: int) -> np.ndarray:
     array([0.5 , 0.25, 0.25])
     """
     alpha = float(as_probability_array(alpha, "alpha"))
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     pmf = alpha ** np.arange(k + 1) * (1.0 - alpha)
     pmf[k] = alpha**k
     return pmf
@@ -84,7 +84,7 @@ def walltime_speedup(alpha: float | np.ndarray, k: int, c: float) -> float | np.
     3.69
     """
     c = as_real(c, "c", low=0.0)
-    k = as_int(k, "k", minimum=0)
+    k = as_int(k, "k", minimum=0, maximum=MAX_DRAFT_LENGTH)
     if k == 0:
         return _scalar_or_array(np.ones_like(as_probability_array(alpha, "alpha")))
     return expected_tokens_per_pass(alpha, k) / (k * c + 1.0)
@@ -107,7 +107,7 @@ def optimal_k(alpha: float, c: float, k_max: int = 64) -> int:
     """
     alpha = float(as_probability_array(alpha, "alpha"))
     c = as_real(c, "c", low=0.0)
-    k_max = as_int(k_max, "k_max", minimum=1)
+    k_max = as_int(k_max, "k_max", minimum=1, maximum=MAX_DRAFT_LENGTH)
     ks = np.arange(1, k_max + 1)
     speedups = np.array([walltime_speedup(alpha, int(k), c) for k in ks])
     best = int(np.argmax(speedups))
@@ -122,5 +122,5 @@ def operations_factor(alpha: float, k: int, c_hat: float) -> float:
     per step whether or not they are kept.
     """
     c_hat = as_real(c_hat, "c_hat", low=0.0)
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     return float((k * c_hat + k + 1) / expected_tokens_per_pass(alpha, k))

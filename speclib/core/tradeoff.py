@@ -20,7 +20,7 @@ import math
 import numpy as np
 from scipy.optimize import brentq
 
-from .._validate import as_int, as_probability_array, as_real
+from .._validate import MAX_DRAFT_LENGTH, as_int, as_probability_array, as_real, as_real_array
 from .theory import expected_tokens_per_pass, walltime_speedup
 
 
@@ -50,12 +50,12 @@ def optimal_k_grid(alphas: np.ndarray, costs: np.ndarray, k_max: int = 64) -> np
            [0, 2]])
     """
     alphas = as_probability_array(alphas, "alphas")
-    costs = np.asarray(costs, dtype=float)
+    costs = as_real_array(costs, "costs", "an array of cost ratios")
     if alphas.ndim != 1 or costs.ndim != 1:
         raise ValueError(f"alphas and costs: expected 1-D arrays, got shapes {alphas.shape} and {costs.shape}")
     if not np.all(np.isfinite(costs)) or (costs < 0).any():
         raise ValueError("costs: must be finite and >= 0")
-    k_max = as_int(k_max, "k_max", minimum=1)
+    k_max = as_int(k_max, "k_max", minimum=1, maximum=MAX_DRAFT_LENGTH)
     ks = np.arange(1, k_max + 1)
     tokens = np.array([expected_tokens_per_pass(alphas, int(k)) for k in ks]).reshape(k_max, -1)  # (K, A)
     speedups = tokens[None, :, :] / (ks[None, :, None] * costs[:, None, None] + 1.0)  # (C, K, A)
@@ -77,7 +77,7 @@ def speedup_curve(alpha: float, c: float, k_max: int) -> np.ndarray:
     """
     alpha = float(as_probability_array(alpha, "alpha"))
     c = as_real(c, "c", low=0.0)
-    k_max = as_int(k_max, "k_max", minimum=1)
+    k_max = as_int(k_max, "k_max", minimum=1, maximum=MAX_DRAFT_LENGTH)
     return np.array([walltime_speedup(alpha, k, c) for k in range(k_max + 1)])
 
 
@@ -98,7 +98,7 @@ def break_even_c(alpha: float | np.ndarray, k: int) -> float | np.ndarray:
     array([0., 1.])
     """
     alpha = as_probability_array(alpha, "alpha")
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     out = (np.asarray(expected_tokens_per_pass(alpha, k)) - 1.0) / k
     return float(out) if np.ndim(out) == 0 else out
 
@@ -121,7 +121,7 @@ def break_even_alpha(k: int, c: float) -> float:
     >>> round(break_even_alpha(4, 0.1063), 3)
     0.3
     """
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     c = as_real(c, "c", low=0.0)
     if c > 1.0:
         return math.inf

@@ -22,11 +22,12 @@ is the pass that speculative decoding gets for free.
 
 from __future__ import annotations
 
+import math
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .._validate import as_distribution, as_generator, as_int, as_real, as_tokens
+from .._validate import MAX_ENTRIES, as_distribution, as_generator, as_int, as_real, as_tokens
 
 
 @runtime_checkable
@@ -90,8 +91,9 @@ def dirichlet_targets(vocab_size: int, n_contexts: int, rng: np.random.Generator
 
     A concentration below 1 makes peaked rows, like a confident large model.
     """
-    vocab_size = as_int(vocab_size, "vocab_size", minimum=2)
-    n_contexts = as_int(n_contexts, "n_contexts", minimum=1)
+    vocab_size = as_int(vocab_size, "vocab_size", minimum=2, maximum=MAX_ENTRIES)
+    n_contexts = as_int(n_contexts, "n_contexts", minimum=1, maximum=MAX_ENTRIES // vocab_size,
+                        why=f"vocab_size * n_contexts may not exceed {MAX_ENTRIES} probabilities")
     concentration = as_real(concentration, "concentration", low=1e-3)
     rng = as_generator(rng)
     raw = rng.dirichlet(np.full(vocab_size, concentration), size=n_contexts)
@@ -117,7 +119,9 @@ def markov_pair(vocab_size: int = 64, draft_noise: float = 0.3, seed: int = 0,
     uniform distribution.  Because the context advances, the per-position acceptance
     probability ``beta`` varies along the text, which the fixed-context pair cannot show.
     """
-    q = dirichlet_targets(vocab_size, vocab_size, seed, concentration)
+    vocab_size = as_int(vocab_size, "vocab_size", minimum=2, maximum=math.isqrt(MAX_ENTRIES),
+                        why=f"a Markov model holds vocab_size**2 probabilities, at most {MAX_ENTRIES}")
+    q = dirichlet_targets(vocab_size, vocab_size, as_generator(seed, "seed"), concentration)
     return MarkovModel(q), MarkovModel(noisy_draft(q, draft_noise))
 
 
@@ -129,5 +133,6 @@ def fixed_pair(vocab_size: int = 64, draft_noise: float = 0.3, seed: int = 0, co
     its seeds this is the distribution pair behind its tables.
     """
     context_id = as_int(context_id, "context_id", minimum=0)
-    q = dirichlet_targets(vocab_size, n_contexts, seed)[context_id % n_contexts]
+    n_contexts = as_int(n_contexts, "n_contexts", minimum=1)
+    q = dirichlet_targets(vocab_size, n_contexts, as_generator(seed, "seed"))[context_id % n_contexts]
     return FixedContextModel(q), FixedContextModel(noisy_draft(q, draft_noise))
