@@ -16,12 +16,14 @@ from speclib.book import broken
 from speclib.core.audit import audit
 from speclib.core.decoding import speculative_generate
 from speclib.core.exact import output_distribution, step_distribution, target_sequence_distribution
+from speclib.core.cache import Uncached
 from speclib.core.proposers import MultiDraft, PromptLookup
 from speclib.lm.models import MarkovModel, fixed_pair, markov_pair
 from speclib.core.sampling import acceptance_rate, verify
 from speclib.core.theory import expected_tokens_per_pass
 from speclib.core.variants import (
     ArgmaxDraft,
+    OffByOneRollback,
     RecurrentCache,
     RecurrentModel,
     accepted_length,
@@ -384,45 +386,6 @@ def test_stale_cache_differs_from_a_fresh_computation():
     assert not np.allclose(rows, model([1, 2, 5])[-1:])
 
 
-class Uncached:
-    """The model without its cache: the loop then recomputes every pass from the text."""
-
-    def __init__(self, model):
-        self.model, self.vocab_size = model, model.vocab_size
-
-    def __call__(self, tokens):
-        return self.model(tokens)
-
-
-class OffByOneCache(RecurrentCache):
-    """A cache whose rollback keeps one position too many: the first rejected draft's state stays.
-
-    Its length follows the rollbacks, so the loop feeds the correction after that stale state.
-    """
-
-    extra = 0
-
-    def __len__(self):
-        return self._tokens.size - self.extra
-
-    def rollback(self, length):
-        real = min(self._tokens.size, length + 1)
-        self._tokens, self.states, self.extra = self._tokens[:real], self.states[:real], real - length
-
-
-class OffByOne:
-    """The model read through an :class:`OffByOneCache`."""
-
-    def __init__(self, model):
-        self.model, self.vocab_size = model, model.vocab_size
-
-    def __call__(self, tokens):
-        return self.model(tokens)
-
-    def cache(self):
-        return OffByOneCache(self.model)
-
-
 def test_cached_decoder_equals_the_uncached_one_and_reads_each_position_about_once():
     target, draft = recurrent_pair(vocab_size=8, hidden_size=12, seed=2)
     for seed in range(4):
@@ -437,7 +400,7 @@ def test_cached_decoder_equals_the_uncached_one_and_reads_each_position_about_on
 
 def test_keeping_a_stale_position_is_caught():
     target, draft = recurrent_pair(vocab_size=8, hidden_size=12, seed=2)
-    differ = sum(not np.array_equal(speculative_generate(OffByOne(target), draft, [0, 1], 37, 3, seed)[0],
+    differ = sum(not np.array_equal(speculative_generate(OffByOneRollback(target), draft, [0, 1], 37, 3, seed)[0],
                                     speculative_generate(target, draft, [0, 1], 37, 3, seed)[0]) for seed in range(4))
     assert differ > 0
 
@@ -451,9 +414,9 @@ def test_cached_decoder_chi_square_and_negative_control():
         return lambda rng: speculative_generate(model, draft, [0], LENGTH, k=2, rng=rng)[0]
 
     assert chi_square_pvalue(sampler(target), want, seed=10) > ALPHA_LEVEL
-    assert chi_square_pvalue(sampler(OffByOne(target)), want, seed=11) < ALPHA_LEVEL
+    assert chi_square_pvalue(sampler(OffByOneRollback(target)), want, seed=11) < ALPHA_LEVEL
     assert tv_from_target(target, draft, [0], 2) < TOLERANCE
-    assert tv_from_target(OffByOne(target), draft, [0], 2) > DETECTABLE
+    assert tv_from_target(OffByOneRollback(target), draft, [0], 2) > DETECTABLE
     assert accepted_length(5, 2) == 7
 
 
@@ -644,3 +607,32 @@ def test_text_acceptance():
     assert text_acceptance(target, draft, [easy] * 6, 1) > text_acceptance(target, draft, [hard] * 6, 1)
     with pytest.raises(ValueError, match="start"):
         text_acceptance(target, draft, tokens, start=6)
+
+
+# --- the survivors of the mutation run (issue 14): each killed by one of these ----------------
+
+
+def test_multi_draft_recursion_is_exact_where_two_tokens_are_under_proposed():
+    """{x : q(x) > p(x)} = {1, 2}: a non-recursive residual after the second rejection shows."""
+    from speclib.lm.models import FixedContextModel
+
+    p, q = np.array([0.7, 0.2, 0.1]), np.array([0.2, 0.4, 0.4])
+    assert (q > p).sum() >= 2
+    target, draft = FixedContextModel(q), FixedContextModel(p)
+    for m in (2, 3):
+        law = output_distribution(target, MultiDraft(draft, m), [0], 2, 1)
+        np.testing.assert_allclose(law, np.outer(q, q), atol=TOLERANCE)
+    # and on a context-dependent pair, with the loop as it ships
+    t, dr = wrong_draft_pair()
+    for prefix in ([0], [1], [2]):
+        assert tv_from_target(t, MultiDraft(dr, 3), prefix, 2, 3) < TOLERANCE
+
+
+def test_typical_bonus_comes_from_the_row_after_the_last_draft():
+    """epsilon = 0: every draft passes, so x1 ~ p and the bonus x2 ~ q( . | x1)."""
+    target, draft = markov_pair(vocab_size=3, draft_noise=0.7, seed=3)
+    ver = functools.partial(typical_verify, epsilon=0.0, delta=1.0)
+    law = output_distribution(target, draft, [0], 2, 1, verifier=ver)
+    p = draft([0])[0]
+    want = p[:, None] * target.transition
+    np.testing.assert_allclose(law, want, atol=TOLERANCE)

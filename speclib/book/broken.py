@@ -405,26 +405,10 @@ def generate(
     follows ``warp(target, temperature, top_k, top_p)`` exactly and, for the same seed, equals
     ``speculative_generate(warp(target, ...), warp(draft, ...), ...)`` token for token.
 
-    Parameters
-    ----------
-    target, draft : model
-        Models following the protocol of :mod:`speclib.lm.models`, with the same vocabulary.
-    prompt : array_like of int, shape (n,)
-        At least one token.
-    max_new_tokens : int
-        How many tokens to generate (0 or more).
-    k : int
-        Draft length, at least 1.
-    rng : numpy.random.Generator or int
-    variant : Variant, default CORRECT
-        Which implementation to run.
-    temperature, top_k, top_p :
-        The sampling controls the user asked for (see :func:`speclib.core.warping.warp_distribution`).
-
-    Returns
-    -------
-    tokens : ndarray of int, shape (max_new_tokens,)
-    stats : GenerationStats
+    ``target``, ``draft``, ``prompt``, ``max_new_tokens``, ``k`` and ``rng`` are those of
+    ``speculative_generate``, and so are the returned ``(tokens, stats)``; ``variant`` says
+    which implementation runs; ``temperature``, ``top_k`` and ``top_p`` are the sampling
+    controls the user asked for (see :func:`speclib.core.warping.warp_distribution`).
 
     Examples
     --------
@@ -456,24 +440,12 @@ def distribution(
     (:func:`speclib.core.exact.output_distribution`), over as many speculative steps as the
     ``length`` tokens take, so the result is exact up to rounding and describes that very code.
 
-    Parameters
-    ----------
-    target, draft, prompt, k, variant, temperature, top_k, top_p :
-        As in :func:`generate`.
-    length : int
-        Number of generated tokens (``V ** length`` may not exceed
-        ``speclib.core.exact.MAX_SEQUENCES``).
-
-    Returns
-    -------
-    ndarray of shape ``(V,) * length``, summing to 1, comparable with
-    ``speclib.core.exact.target_sequence_distribution(warp(target, ...), prompt, length)``.
-
-    Raises
-    ------
-    ValueError
-        As :func:`generate`, for too large a problem, or if the variant's acceptance
-        probability leaves [0, 1].
+    The arguments are those of :func:`generate`, with ``length`` (the number of generated
+    tokens, ``V ** length`` at most ``speclib.core.exact.MAX_SEQUENCES``) for
+    ``max_new_tokens``.  Returns an array of shape ``(V,) * length`` summing to 1, comparable
+    with ``target_sequence_distribution(warp(target, ...), prompt, length)``; raises
+    ValueError as :func:`generate` does, for too large a problem, or if the variant's
+    acceptance probability leaves [0, 1].
 
     Examples
     --------

@@ -124,6 +124,26 @@ class RecomputeCache:
         return f"RecomputeCache({self.model!r}, length={self._length})"
 
 
+class Uncached:
+    """``model`` without its own cache: the loops read it through a :class:`RecomputeCache`.
+
+    For comparisons: the same model, the same rows, recomputed from the text at every pass.
+    """
+
+    def __init__(self, model: Callable) -> None:
+        if not callable(model) or not hasattr(model, "vocab_size"):
+            raise TypeError(f"model: expected a model (a callable with a vocab_size attribute), "
+                            f"got {type(model).__name__}")
+        self.model, self.vocab_size = model, model.vocab_size
+        self.context_length = getattr(model, "context_length", None)
+
+    def __call__(self, tokens: np.ndarray) -> np.ndarray:
+        return self.model(tokens)
+
+    def __repr__(self) -> str:
+        return f"Uncached({self.model!r})"
+
+
 def model_cache(model: Callable) -> ModelCache:
     """``model.cache()`` when the model has incremental state of its own, else a :class:`RecomputeCache`."""
     make = getattr(model, "cache", None)

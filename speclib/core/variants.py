@@ -674,6 +674,42 @@ class RecurrentCache:
         self.states = self.states[:length]
 
 
+class _OffByOneCache(RecurrentCache):
+    """A :class:`RecurrentCache` whose rollback keeps one position too many (its length says otherwise)."""
+
+    _extra = 0
+
+    def __len__(self) -> int:
+        return int(self._tokens.size) - self._extra
+
+    def rollback(self, length: int) -> None:
+        length = as_int(length, "length", minimum=0)
+        real = min(int(self._tokens.size), length + 1)
+        self._tokens, self.states, self._extra = self._tokens[:real], self.states[:real], real - length
+
+
+class OffByOneRollback:
+    """The negative control for caches: ``model`` read through a cache that keeps one position too many.
+
+    After a rejection the first rejected draft's state stays in the cache, and the next
+    token is read after it: the target conditions on text that was never written.
+    """
+
+    def __init__(self, model: RecurrentModel) -> None:
+        if not isinstance(model, RecurrentModel):
+            raise TypeError(f"model: expected a RecurrentModel, got {type(model).__name__}")
+        self.model, self.vocab_size, self.context_length = model, model.vocab_size, None
+
+    def __call__(self, tokens: np.ndarray) -> np.ndarray:
+        return self.model(tokens)
+
+    def cache(self) -> RecurrentCache:
+        return _OffByOneCache(self.model)
+
+    def __repr__(self) -> str:
+        return f"OffByOneRollback({self.model!r})"
+
+
 def accepted_length(prefix_length: int, n_accepted: int) -> int:
     """Positions a cache keeps after a step: the prefix plus the accepted drafts.
 

@@ -33,7 +33,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from .._validate import as_distribution, as_int, as_real, as_tokens
-from .decoding import GenerationStats, _check_model, _last_rows, speculative_generate
+from .decoding import GenerationStats, _check_model, _last_rows, autoregressive_generate, speculative_generate
 from .exact import output_distribution, target_sequence_distribution
 from .sampling import acceptance_rate
 
@@ -201,19 +201,8 @@ def warp(model: Callable, temperature: float = 1.0, top_k: int | None = None,
 def greedy_generate(model: Callable, prompt: np.ndarray, max_new_tokens: int) -> tuple[np.ndarray, GenerationStats]:
     """Greedy decoding: append the most likely token (lowest id among ties), one pass each.
 
-    Parameters
-    ----------
-    model : model
-        Any model following the protocol of :mod:`speclib.lm.models`.
-    prompt : array_like of int, shape (n,)
-        At least one token.
-    max_new_tokens : int
-        How many tokens to generate (0 or more).
-
-    Returns
-    -------
-    tokens : ndarray of int, shape (max_new_tokens,)
-    stats : GenerationStats
+    The arguments and the returned ``(tokens, stats)`` are those of
+    :func:`speclib.core.decoding.autoregressive_generate`, without ``rng``.
 
     Examples
     --------
@@ -222,16 +211,9 @@ def greedy_generate(model: Callable, prompt: np.ndarray, max_new_tokens: int) ->
     >>> greedy_generate(model, [0], 4)[0]
     array([1, 0, 1, 0])
     """
-    vocab = _check_model(model, "model")
-    prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
-    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
-
-    tokens = prompt.copy()
-    stats = GenerationStats()
-    for _ in range(max_new_tokens):
-        tokens = np.append(tokens, int(np.argmax(_last_rows(model, tokens, 1, "model")[0])))
-        stats.record_step(proposed=0, accepted=0, emitted=1)
-    return tokens[prompt.size:], stats
+    _check_model(model, "model")
+    # Plain decoding of the temperature-0 model: every row is one-hot, so the draws are certain.
+    return autoregressive_generate(warp(model, temperature=0), prompt, max_new_tokens, rng=0)
 
 
 def greedy_speculative_generate(
@@ -246,26 +228,14 @@ def greedy_speculative_generate(
     The draft proposes its ``k`` greedy tokens; one target pass gives the target's greedy
     choice at every drafted position; drafts are kept while they *equal* the target's
     choice, the first mismatch is replaced by the target's choice, and if all ``k`` match
-    the target's next choice comes free.  This is :func:`speclib.core.sampling.verify` applied
-    to one-hot rows (``min(1, q(x)/p(x))`` is 1 on a match and 0 otherwise; the residual is
-    the target's one-hot row), written without randomness.  The output equals
+    the target's next choice comes free.  This is the one loop,
+    :func:`speclib.core.decoding.speculative_generate`, on the temperature-0 pair: its rows are
+    one-hot, ``min(1, q(x)/p(x))`` is 1 on a match and 0 otherwise, and the residual is the
+    target's one-hot row, so no draw is random.  The output equals
     :func:`greedy_generate` on the target, token for token.
 
-    Parameters
-    ----------
-    target, draft : model
-        Models following the protocol of :mod:`speclib.lm.models`, with the same vocabulary.
-    prompt : array_like of int, shape (n,)
-        At least one token.
-    max_new_tokens : int
-        How many tokens to generate (0 or more).
-    k : int
-        Draft length, at least 1.
-
-    Returns
-    -------
-    tokens : ndarray of int, shape (max_new_tokens,)
-    stats : GenerationStats
+    The arguments and the returned ``(tokens, stats)`` are those of
+    :func:`speclib.core.decoding.speculative_generate`, without ``rng``.
 
     Examples
     --------
@@ -275,31 +245,10 @@ def greedy_speculative_generate(
     >>> bool((spec == greedy_generate(target, [0], 30)[0]).all()), stats.target_passes < 30
     (True, True)
     """
-    vocab = _check_pair(target, draft)
-    prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
-    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
-    k = as_int(k, "k", minimum=1)
-
-    tokens = prompt.copy()
-    stats = GenerationStats()
-    while tokens.size - prompt.size < max_new_tokens:
-        remaining = max_new_tokens - (tokens.size - prompt.size)
-        k_step = min(k, remaining)
-        # 1. Draft: the draft's own greedy continuation.
-        drafted = tokens
-        for _ in range(k_step):
-            drafted = np.append(drafted, int(np.argmax(_last_rows(draft, drafted, 1, "draft")[0])))
-        proposals = drafted[tokens.size:]
-        # 2. One target pass: the target's greedy choice after each prefix of the draft.
-        choices = np.argmax(_last_rows(target, drafted, k_step + 1, "target"), axis=1)
-        # 3. Keep drafts while they match; the target's choice at the first mismatch (or
-        # after the last draft: the bonus) ends the block.
-        n_accepted = int(np.argmin(np.append(proposals == choices[:k_step], False)))
-        emitted = np.append(proposals[:n_accepted], choices[n_accepted])[:remaining]
-
-        tokens = np.concatenate([tokens, emitted])
-        stats.record_step(k_step, n_accepted, len(emitted))
-    return tokens[prompt.size:], stats
+    _check_pair(target, draft)
+    # The one loop on the temperature-0 pair: the draws are certain, so the seed does not matter.
+    return speculative_generate(warp(target, temperature=0), warp(draft, temperature=0), prompt, max_new_tokens,
+                                as_int(k, "k", minimum=1), rng=0)
 
 
 # --- Chapter 10's measurements -----------------------------------------------------------------
