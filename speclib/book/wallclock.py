@@ -245,13 +245,14 @@ def position_alphas(target, drafts: dict, ids: object,
             raise ValueError(f"drafts[{name!r}]: vocabulary of {model.vocab_size} tokens differs from the target's {vocab}")
     ids = as_tokens(ids, "ids", vocab, allow_empty=False)
     temps = [as_real(t, "temperatures", low=0.0) for t in temperatures]
-    zq = _log_rows(target, ids)
-    q = {t: _tempered(zq, t) for t in temps}
-    out = {}
-    for name, model in drafts.items():
-        zp = _log_rows(model, ids)
-        for t in temps:
-            out[name, t] = np.minimum(_tempered(zp, t), q[t]).sum(axis=1)
+    with blas_threads(1):
+        zq = _log_rows(target, ids)
+        q = {t: _tempered(zq, t) for t in temps}
+        out = {}
+        for name, model in drafts.items():
+            zp = _log_rows(model, ids)
+            for t in temps:
+                out[name, t] = np.minimum(_tempered(zp, t), q[t]).sum(axis=1)
     return out
 
 
@@ -269,8 +270,9 @@ def block_pass_differences(model, ids: object, block: int) -> dict[str, float]:
     ids = as_tokens(ids, "ids", vocab, allow_empty=False)
     block = as_int(block, "block", minimum=1)
     one, many = model.cache(), model.cache()
-    single = np.concatenate([one.extend_logits(ids[i:i + 1]) for i in range(ids.size)])
-    blocked = np.concatenate([many.extend_logits(ids[i:i + block]) for i in range(0, ids.size, block)])
+    with blas_threads(1):
+        single = np.concatenate([one.extend_logits(ids[i:i + 1]) for i in range(ids.size)])
+        blocked = np.concatenate([many.extend_logits(ids[i:i + block]) for i in range(0, ids.size, block)])
     diff = np.abs(single.astype(np.float64) - blocked.astype(np.float64))
     return {
         "share_differing": float((diff.max(axis=1) > 0).mean()),
@@ -296,10 +298,11 @@ def greedy_divergence(target, draft, prompts: list, n_new: int, k: int) -> list[
     n_new, k = as_int(n_new, "n_new", minimum=1), as_int(k, "k", minimum=1)
     t0, d0 = target.with_temperature(0.0), draft.with_temperature(0.0)
     out = []
-    for prompt in prompts:
-        plain, _ = autoregressive_generate(t0, prompt, n_new, rng=0)
-        spec, _ = speculative_generate(t0, d0, prompt, n_new, k, rng=0)
-        differ = np.flatnonzero(plain != spec)
-        out.append(int(differ[0]) if differ.size else -1)
+    with blas_threads(1):
+        for prompt in prompts:
+            plain, _ = autoregressive_generate(t0, prompt, n_new, rng=0)
+            spec, _ = speculative_generate(t0, d0, prompt, n_new, k, rng=0)
+            differ = np.flatnonzero(plain != spec)
+            out.append(int(differ[0]) if differ.size else -1)
     return out
 
