@@ -25,8 +25,8 @@ import numpy as np
 
 from .._validate import (MAX_BLOCKS, MAX_DRAFT_LENGTH, as_bool, as_distribution, as_generator, as_int,
                          as_tokens)
-from ..core.decoding import _check_model, _last_rows
-from ..core.sampling import Verification, sample_token, verify
+from ..core.decoding import _check_model, _last_rows, prepare_run
+from ..core.sampling import Sampler, Verification, sample_token, verify
 
 ACCEPTED, REJECTED, BONUS = "accepted", "rejected", "bonus"
 
@@ -224,12 +224,17 @@ def speculative_trace(
     k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     bonus = as_bool(bonus, "bonus")
     rng = as_generator(rng)
-    blocks = []
-    for b in range(n_blocks):
-        drafted = draft_block(draft, tokens, k, rng)
-        q_rows = score_block(target, tokens, drafted.tokens)
-        blocks.append(verify_trace(drafted.tokens, drafted.p_rows, q_rows, rng, bonus=bonus, block=b))
-        tokens = np.concatenate([tokens, blocks[-1].verification.tokens])
+    blocks: list[BlockTrace] = []
+
+    def tracing_verifier(draft_tokens, p_draft, q_target, rng, *, bonus=True):
+        blocks.append(verify_trace(draft_tokens, p_draft, q_target, rng, bonus=bonus, block=len(blocks)))
+        return blocks[-1].verification
+
+    # The one loop, stepped n_blocks times; room for n_blocks full blocks, so every step drafts k.
+    run = prepare_run(target, draft, tokens, n_blocks * (k + 1), k, bonus, tracing_verifier)
+    chooser = Sampler(rng)
+    for _ in range(n_blocks):
+        run.step(chooser)
     return blocks
 
 
