@@ -227,7 +227,7 @@ class Uncached:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_cached_autoregressive_draws_the_same_tokens(seed):
+def test_autoregressive_through_the_cache_draws_the_same_tokens(seed):
     model = random_transformer(CONFIGS[0], seed=seed)
     prompt = tokens_for(CONFIGS[0], 3, seed=seed)
     a, sa = autoregressive_generate(Uncached(model), prompt, 30, rng=seed)

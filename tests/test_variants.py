@@ -100,7 +100,7 @@ def test_lookup_draft_prefers_long_and_recent_matches():
         lookup_draft([1, 2], k=1, n_max=1, n_min=2)
 
 
-def test_lookup_generate_needs_no_draft_and_accepts_copies():
+def test_prompt_lookup_needs_no_draft_and_accepts_copies():
     # A target that repeats a cycle deterministically: lookup proposals are always right.
     target = MarkovModel(np.roll(np.eye(5), 1, axis=1))
     tokens, st = speculative_generate(target, PromptLookup(), [0, 1, 2, 3, 4, 0], 40, k=4, rng=0)

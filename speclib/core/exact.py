@@ -3,8 +3,9 @@
 Every random choice of :func:`speclib.core.decoding.speculative_generate` (each draft token,
 each accept / reject coin, each correction and bonus token) goes through a chooser.
 :class:`Replay` is a chooser that follows a script of choices and records the probability
-of the path it takes; :func:`enumerate_distribution` runs a decoder once for every path of
-its random choices and adds up the probabilities of the outputs.  The result is the exact
+of the path it takes; :func:`output_distribution` runs the loop's own step once for every
+path of its random choices (merging paths that leave the same state) and adds up the
+probabilities of the outputs.  The result is the exact
 output distribution of *the code that ships*, for every proposer, verifier, draft-length
 policy and faulty part plugged into the loop, and it turns "the output follows the target"
 from a statistical claim into an identity that can be checked to 1e-12:
@@ -33,7 +34,7 @@ from .decoding import SpeculativeRun, _check_model, prepare_run
 #: Largest number of sequences the enumerator will list (V ** length).
 MAX_SEQUENCES = 200_000
 
-#: Largest number of paths (complete runs of a decoder) :func:`enumerate_distribution` follows.
+#: Largest number of paths (runs of one step) :func:`output_distribution` follows.
 MAX_PATHS = 500_000
 
 
@@ -91,32 +92,6 @@ class Replay:
     def branches(self) -> list[list[int]]:
         """Scripts for every path that leaves this one at a choice it met for the first time."""
         return [self.taken[:i] + [j] for i, n in self.new_choices for j in range(1, n)]
-
-
-def enumerate_distribution(run: Callable[[Replay], np.ndarray], vocab: int, length: int) -> np.ndarray:
-    """Exact distribution of the first ``length`` tokens that ``run(chooser)`` returns.
-
-    ``run`` must make every random choice through the chooser it is given; it is called
-    once per path of those choices (at most :data:`MAX_PATHS`).
-
-    Returns
-    -------
-    ndarray of shape ``(V,) * length``.
-    """
-    length = as_int(length, "length", minimum=1)
-    _check_sizes(vocab, length)
-    out = np.zeros((vocab,) * length)
-    scripts, paths = [[]], 0
-    while scripts:
-        paths += 1
-        if paths > MAX_PATHS:
-            raise ValueError(f"length: more than {MAX_PATHS:,} paths of random choices to enumerate; "
-                             "use a smaller vocabulary, length or draft length")
-        choose = Replay(scripts.pop())
-        tokens = run(choose)
-        out[tuple(int(t) for t in tokens[:length])] += choose.prob
-        scripts.extend(choose.branches())
-    return out
 
 
 def _state_key(run: SpeculativeRun) -> tuple:
