@@ -42,6 +42,14 @@ PAIRS: dict[str, Pair] = {
     "neural": Pair(_neural, "the book's small numpy transformers (chapter 9), one pair for both domains"),
 }
 
+#: The n-gram draft ``--draft ngram`` puts before the neural target: it reads the same 97-symbol
+#: vocabulary (speclib.lm.corpora), as in chapter 9's comparison of drafts.
+NGRAM_DRAFT_ORDER = 7
+
+#: Drafts by name: "pair" is the pair's own draft.
+DRAFTS = {"pair": "the pair's own draft",
+          "ngram": f"the order-{NGRAM_DRAFT_ORDER} n-gram of the domain (with --pair neural)"}
+
 DEFAULT_PROMPTS = {"prose": "The ", "code": "def "}
 MAX_NEW_TOKENS = 100_000
 
@@ -68,6 +76,9 @@ def _generate_parser(commands) -> argparse.ArgumentParser:
                         help="which text the models were trained on (default: prose)")
     parser.add_argument("--pair", choices=sorted(PAIRS), default="ngram",
                         help=f"which draft / target pair to use (default: ngram). {pairs}")
+    parser.add_argument("--draft", choices=sorted(DRAFTS), default="pair",
+                        help="which draft proposes the tokens (default: pair). "
+                        + "; ".join(f"{name}: {text}" for name, text in DRAFTS.items()))
     parser.add_argument("--k", type=int, default=4, metavar="K",
                         help="draft length: tokens the draft proposes per target pass (default: 4)")
     parser.add_argument("--prompt", default=None,
@@ -100,9 +111,37 @@ def _check_generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         parser.error(f"argument --temperature: must be a finite number >= 0, got {temperature:g}")
     if args.prompt == "":
         parser.error("argument --prompt: must contain at least one character")
+    if args.draft == "ngram" and args.pair != "neural":
+        parser.error(f"argument --draft: the n-gram draft drafts for the neural target (--pair neural); the "
+                     f"{args.pair} pair's own draft is already an n-gram")
     if args.prompt is not None:
         _check_text(parser, args.prompt)
     return temperature
+
+
+def _models(args: argparse.Namespace, temperature: float) -> tuple:
+    """(target, draft) for the options, at ``temperature``.
+
+    The transformers change temperature themselves (:meth:`Transformer.with_temperature`), so
+    they keep their key/value caches and the loop reads them incrementally; n-grams are warped.
+    """
+    from .core.warping import warp
+
+    if args.pair == "neural":
+        from .lm.transformer import load_pair
+
+        target, draft = load_pair(temperature)
+    else:
+        target, draft = PAIRS[args.pair].load(args.domain)
+        if temperature != 1.0:
+            target, draft = warp(target, temperature=temperature), warp(draft, temperature=temperature)
+    if args.draft == "ngram":
+        from .lm.ngram import train_ngram
+
+        draft = train_ngram(args.domain, NGRAM_DRAFT_ORDER)
+        if temperature != 1.0:
+            draft = warp(draft, temperature=temperature)
+    return target, draft
 
 
 def _check_text(parser: argparse.ArgumentParser, text: str) -> None:
@@ -171,7 +210,9 @@ def _statistics(trace, args: argparse.Namespace, temperature: float) -> str:
         ("tokens per target pass", f"{stats.tokens_per_target_pass:.2f}" if stats.target_passes else "n/a"),
         ("acceptance", f"{acceptance} ({stats.accepted} of {verified} verified drafts kept)"),
     ]
-    head = (f"{args.pair} pair: {PAIRS[args.pair].description}\n"
+    drafted = ("" if args.draft == "pair" else
+               f"\ndraft: the order-{NGRAM_DRAFT_ORDER} n-gram of the {args.domain} text (same vocabulary)")
+    head = (f"{args.pair} pair: {PAIRS[args.pair].description}{drafted}\n"
             f"domain {args.domain}, k = {args.k}, temperature {temperature:g}, seed {args.seed}")
     return head + "\n" + "\n".join(f"  {name:<24}{value}" for name, value in rows)
 
@@ -186,7 +227,7 @@ def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     temperature = _check_generate(parser, args)
     from .lm.corpora import shared_vocabulary
     from .book.render import ansi_legend, to_ansi, trace_generation
-    from .core.warping import warp
+    from .lm.transformer import blas_threads
 
     vocab = shared_vocabulary()
     prompt_text = DEFAULT_PROMPTS[args.domain] if args.prompt is None else args.prompt
@@ -195,16 +236,18 @@ def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if unknown:
         _note(f"note: {unknown} prompt character(s) outside the vocabulary are read as the unknown symbol")
     try:
-        target, draft = PAIRS[args.pair].load(args.domain)
+        target, draft = _models(args, temperature)
     except RuntimeError as error:  # e.g. a Python installation without its documentation topics
         parser.exit(1, f"{parser.prog}: error: {error}\n")
-    if temperature != 1.0:
-        target, draft = warp(target, temperature=temperature), warp(draft, temperature=temperature)
 
     on_terminal = sys.stderr is not None and sys.stderr.isatty()
     progress = _ProgressBar(args.new_tokens, sys.stderr) if on_terminal else None
     try:
-        trace = trace_generation(target, draft, prompt, args.new_tokens, args.k, args.seed, progress=progress)
+        # One BLAS thread, as chapter 9 measures: a decoding stream's small products gain nothing
+        # from more, and threads that wait for each other on a busy machine only slow them down.
+        with blas_threads(1):
+            trace = trace_generation(target, draft, prompt, args.new_tokens, args.k, args.seed,
+                                     progress=progress)
     finally:
         if progress is not None:
             progress.close()

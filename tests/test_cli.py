@@ -239,3 +239,73 @@ def test_ctrl_c_exits_130_with_one_line():
     finally:
         child.kill()
         child.wait()
+
+
+# --- the neural pair: the cached loop, one BLAS thread, an n-gram draft ------------------------
+
+def _spy_on_the_neural_run(monkeypatch):
+    """Count the key/value caches the loop opens and record the BLAS thread counts it asks for."""
+    from speclib.lm import transformer
+
+    seen = {"caches": 0, "threads": []}
+    real_cache, real_threads = transformer.Transformer.cache, transformer.blas_threads
+
+    def cache(self):
+        seen["caches"] += 1
+        return real_cache(self)
+
+    class threads(real_threads):
+        def __init__(self, n=1):
+            seen["threads"].append(n)
+            super().__init__(n)
+
+    monkeypatch.setattr(transformer.Transformer, "cache", cache)
+    monkeypatch.setattr(transformer, "blas_threads", threads)
+    return seen
+
+
+def test_the_neural_pair_runs_the_cached_loop_on_one_blas_thread(monkeypatch, capsys):
+    from speclib.book.render import trace_generation
+    from speclib.lm.transformer import load_pair
+
+    seen = _spy_on_the_neural_run(monkeypatch)
+    assert cli.main(["generate", "--pair", "neural", "--domain", "code", "--new-tokens", "40", "--k", "3",
+                     "--seed", "2", "--temperature", "0.8"]) == 0
+    out = capsys.readouterr().out
+    assert seen["threads"] == [1]
+    assert seen["caches"] >= 2  # target and draft are read through their key/value caches
+    target, draft = load_pair(0.8)
+    trace = trace_generation(target, draft, shared_vocabulary().encode("def "), 40, 3, 2)
+    assert out.startswith("def " + shared_vocabulary().decode(trace.tokens) + "\n")
+    assert "temperature 0.8" in out and statistics(out)["new tokens"] == 40
+
+
+def test_an_ngram_draft_for_the_neural_target(monkeypatch, capsys):
+    from speclib.book.render import trace_generation
+    from speclib.lm.ngram import train_ngram
+    from speclib.lm.transformer import load_pair
+
+    seen = _spy_on_the_neural_run(monkeypatch)
+    assert cli.main(["generate", "--pair", "neural", "--draft", "ngram", "--domain", "prose",
+                     "--new-tokens", "40", "--seed", "5"]) == 0
+    out = capsys.readouterr().out
+    target, _ = load_pair()
+    draft = train_ngram("prose", cli.NGRAM_DRAFT_ORDER)
+    assert draft.vocab_size == target.vocab_size == shared_vocabulary().size
+    trace = trace_generation(target, draft, shared_vocabulary().encode("The "), 40, 4, 5)
+    assert out.startswith("The " + shared_vocabulary().decode(trace.tokens) + "\n")
+    assert f"order-{cli.NGRAM_DRAFT_ORDER} n-gram of the prose text" in out
+    assert seen["threads"] == [1] and seen["caches"] >= 1  # the target still reads its cache
+    greedy = run("generate", "--pair", "neural", "--draft", "ngram", "--greedy", "--new-tokens", "30")
+    assert greedy.returncode == 0, greedy.stderr
+    target0, _ = load_pair(0.0)
+    from speclib.core.decoding import autoregressive_generate
+
+    want, _ = autoregressive_generate(target0, shared_vocabulary().encode("The "), 30, rng=0)
+    assert greedy.stdout.startswith("The " + shared_vocabulary().decode(want) + "\n")  # greedy = the target's
+
+
+def test_an_ngram_draft_needs_the_neural_target():
+    out = run("generate", "--draft", "ngram")
+    assert out.returncode == 2
+    assert "argument --draft: the n-gram draft drafts for the neural target" in out.stderr
