@@ -341,6 +341,29 @@ def setup(command: str = "test", root: Path | None = None) -> Path:
         return python
 
 
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")  #: as tools/render_check.py
+
+
+def ensure_chromium() -> None:
+    """Install Chromium for the rendered-page tests where none is found and apt-get can (as root).
+
+    Never stops the tests: where it cannot install, the rendered-page tests fail with the hint.
+    """
+    if os.environ.get("CHROMIUM") or any(shutil.which(name) for name in BROWSERS):
+        return
+    if os.name != "posix" or os.geteuid() != 0 or not shutil.which("apt-get"):
+        say("no Chromium found: the rendered-page tests will fail and say how to install it "
+            "(or point the CHROMIUM variable at a browser)")
+        return
+    say("installing Chromium for the rendered-page tests (apt-get install chromium)")
+    os.environ.setdefault("DEBIAN_FRONTEND", "noninteractive")
+    try:
+        run("apt-get", "update")
+        run("apt-get", "install", "-y", "--no-install-recommends", "chromium")
+    except (OSError, subprocess.CalledProcessError) as error:
+        say(f"could not install Chromium ({error}); the rendered-page tests will say what is missing")
+
+
 def main(argv: list[str]) -> int:
     commands = {"book": [], "student": ["--student"], "test": None}
     if len(argv) != 1 or argv[0] not in commands:
@@ -354,6 +377,7 @@ def main(argv: list[str]) -> int:
     os.environ["PATH"] = str(python.parent) + os.pathsep + os.environ.get("PATH", "")
     try:
         if argv[0] == "test":
+            ensure_chromium()
             run(python, "-m", "pytest", cwd=ROOT)
         else:
             run(python, "tools/build_book.py", *commands[argv[0]], cwd=ROOT)

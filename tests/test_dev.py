@@ -386,3 +386,46 @@ def test_read_pins():
     pins = dev.read_pins(path)
     assert pins["numpy"] and "." in pins["numpy"]
     assert all(not name.startswith("-") for name in pins)
+
+
+@pytest.fixture
+def no_browser(monkeypatch):
+    """A machine without Chromium; records the commands dev.py runs instead of running them."""
+    ran = []
+    monkeypatch.delenv("CHROMIUM", raising=False)
+    real_which = dev.shutil.which
+    monkeypatch.setattr(dev.shutil, "which", lambda name: None if name in dev.BROWSERS else real_which(name))
+    monkeypatch.setattr(dev, "run", lambda *cmd, cwd=None: ran.append([str(c) for c in cmd]))
+    return ran
+
+
+def test_chromium_is_installed_with_apt_as_root(no_browser, monkeypatch, capsys):
+    monkeypatch.setattr(dev.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(dev.shutil, "which", lambda name: "/usr/bin/apt-get" if name == "apt-get" else None)
+    dev.ensure_chromium()
+    assert no_browser == [["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]]
+    assert "installing Chromium" in capsys.readouterr().out
+
+
+def test_without_root_chromium_is_only_reported(no_browser, monkeypatch, capsys):
+    monkeypatch.setattr(dev.os, "geteuid", lambda: 1000)
+    dev.ensure_chromium()
+    assert no_browser == [] and "no Chromium found" in capsys.readouterr().out
+
+
+def test_a_failed_chromium_install_does_not_stop_the_tests(no_browser, monkeypatch, capsys):
+    monkeypatch.setattr(dev.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(dev.shutil, "which", lambda name: "/usr/bin/apt-get" if name == "apt-get" else None)
+
+    def failing(*cmd, cwd=None):
+        raise subprocess.CalledProcessError(100, cmd)
+
+    monkeypatch.setattr(dev, "run", failing)
+    dev.ensure_chromium()  # no exception
+    assert "could not install Chromium" in capsys.readouterr().out
+
+
+def test_a_present_chromium_or_the_variable_installs_nothing(no_browser, monkeypatch):
+    monkeypatch.setenv("CHROMIUM", "/opt/chrome/chrome")
+    dev.ensure_chromium()
+    assert no_browser == []
