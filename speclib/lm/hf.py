@@ -17,6 +17,10 @@ protocol (:mod:`speclib.lm.models`), so that every decoding loop of speclib runs
   vocabularies differ; :func:`to_gpt2` exports the book's numpy transformer into a
   ``GPT2LMHeadModel`` (same architecture, same weights), and :func:`book_pair` does it for
   the shipped pair of :func:`speclib.lm.transformer.load_pair`.
+* :func:`library_generate` runs the library's own ``generate`` (assisted by a draft, or the
+  target alone) with the book's sampling settings, or with its defaults, and counts its passes
+  as speclib's loops do; :func:`first_tokens_law` is the exact law of the first two tokens,
+  the reference for testing either decoder.
 
 Vocabulary policy
 -----------------
