@@ -179,7 +179,7 @@ def as_int_list(values: object, name: str, minimum: int | None = None, maximum: 
     """Return ``values`` (a sequence of integers, e.g. draft lengths ``ks``) as a list of ints."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         raise TypeError(f"{name}: expected a sequence of integers, got {values!r} ({type(values).__name__})")
-    out = [as_int(v, f"{name}[{i}]", minimum, maximum) for i, v in enumerate(values)]
+    out = [as_int(v, name, minimum, maximum) for v in values]
     if not out:
         raise ValueError(f"{name}: must contain at least one value")
     return out

@@ -387,7 +387,6 @@ BEING_REWRITTEN = ("speclib.core.sampling", "speclib.core.decoding", "speclib.co
                    "speclib.core.adaptive", "speclib.core.engine", "speclib.core.cache", "speclib.core.proposers",
                    "speclib.core.policies", "speclib.core.verifiers", "speclib.book.broken", "speclib.book.article",
                    "speclib.lm.transformer", "speclib.book.wallclock",
-                   "speclib.core.warping",  # its greedy loops are moving into the one loop (uncommitted)
                    "speclib.lm.hf")  # helper C's adapter: its failures are recorded in REQUESTS.md too
 
 #: Failures whose cause lies in a module being rewritten, though they show in another module's

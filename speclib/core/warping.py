@@ -32,7 +32,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .._validate import as_distribution, as_int, as_real, as_tokens
+from .._validate import (MAX_DRAFT_LENGTH, MAX_NEW_TOKENS, as_bool, as_distribution, as_int, as_int_list, as_real,
+                         as_tokens)
 from .decoding import GenerationStats, _check_model, _last_rows, autoregressive_generate, speculative_generate
 from .exact import output_distribution, target_sequence_distribution
 from .sampling import acceptance_rate
@@ -140,8 +141,10 @@ def _warp(rows: np.ndarray, temperature: float, top_k: int | None, top_p: float 
     if top_k is not None and top_k < rows.shape[-1]:
         rows = _keep_top(rows, lambda s: np.arange(s.shape[-1]) < top_k)
     if top_p is not None:
-        # Keep a token if the mass of the tokens ranked above it is still short of top_p.
-        rows = _keep_top(rows, lambda s: np.cumsum(s, axis=-1) - s < top_p - _TOP_P_SLACK)
+        # Keep a token if the mass of the tokens ranked above it is still short of top_p; the most
+        # likely token is always kept, however small top_p is (else a row would keep nothing).
+        rows = _keep_top(rows, lambda s: (np.cumsum(s, axis=-1) - s < top_p - _TOP_P_SLACK)
+                         | (np.arange(s.shape[-1]) == 0))
     return rows
 
 
@@ -160,7 +163,14 @@ class WarpedModel:
         self.context_length = getattr(model, "context_length", None)
 
     def __call__(self, tokens: np.ndarray) -> np.ndarray:
-        return warp_distribution(self.model(tokens), self.temperature, self.top_k, self.top_p)
+        rows = np.asarray(self.model(tokens))
+        try:
+            rows = as_distribution(rows, "rows")
+        except (TypeError, ValueError):
+            # Not distributions: passed on untouched, so that the loop that called this model
+            # refuses them with an error naming the model's role ("target", "draft").
+            return rows
+        return _warp(rows, self.temperature, self.top_k, self.top_p)
 
     def __repr__(self) -> str:
         return (f"warp({self.model!r}, temperature={self.temperature:g}, "
@@ -212,6 +222,7 @@ def greedy_generate(model: Callable, prompt: np.ndarray, max_new_tokens: int) ->
     array([1, 0, 1, 0])
     """
     _check_model(model, "model")
+    as_int(max_new_tokens, "max_new_tokens", minimum=0, maximum=MAX_NEW_TOKENS)
     # Plain decoding of the temperature-0 model: every row is one-hot, so the draws are certain.
     return autoregressive_generate(warp(model, temperature=0), prompt, max_new_tokens, rng=0)
 
@@ -246,9 +257,10 @@ def greedy_speculative_generate(
     (True, True)
     """
     _check_pair(target, draft)
+    as_int(max_new_tokens, "max_new_tokens", minimum=0, maximum=MAX_NEW_TOKENS)
     # The one loop on the temperature-0 pair: the draws are certain, so the seed does not matter.
     return speculative_generate(warp(target, temperature=0), warp(draft, temperature=0), prompt, max_new_tokens,
-                                as_int(k, "k", minimum=1), rng=0)
+                                as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH), rng=0)
 
 
 # --- Chapter 10's measurements -----------------------------------------------------------------
@@ -299,10 +311,11 @@ def control_placement_errors(
     >>> errors["both models"] < 1e-12, errors["target only"] < 1e-12, errors["draft only"] > 0.1
     (True, True, True)
     """
-    _check_pair(target, draft)
+    vocab = _check_pair(target, draft)
+    prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
     hot_target = warp(target, temperature, top_k, top_p)
     hot_draft = warp(draft, temperature, top_k, top_p)
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     want = target_sequence_distribution(hot_target, prompt, k + 1)
     pairs = dict(zip(PLACEMENTS, [(hot_target, hot_draft), (hot_target, draft), (target, hot_draft)]))
     return {name: float(np.abs(output_distribution(t, d, prompt, k + 1, k) - want).max())
@@ -356,7 +369,7 @@ def mean_acceptance_rate(
     settings = _check_settings(temperature, top_k, top_p)
     q = _warp(_last_rows(target, tokens, tokens.size, "target"), *settings)
     p = _last_rows(draft, tokens, tokens.size, "draft")
-    if warp_draft:
+    if as_bool(warp_draft, "warp_draft"):
         p = _warp(p, *settings)
     return float(np.mean(acceptance_rate(p, q)))
 
@@ -396,13 +409,20 @@ def greedy_agreement(
     >>> result.runs, result.identical
     (8, 8)
     """
-    _check_pair(target, draft)
-    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=1)
-    ks = tuple(as_int(k, "ks", minimum=1) for k in ks)
+    vocab = _check_pair(target, draft)
+    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=1, maximum=MAX_NEW_TOKENS)
+    ks = tuple(as_int_list(ks, "ks", minimum=1, maximum=MAX_DRAFT_LENGTH))
+    if isinstance(prompts, (str, bytes, np.ndarray)) or not isinstance(prompts, (list, tuple)):
+        raise TypeError(f"prompts: expected a list of prompts (sequences of token ids), got {type(prompts).__name__}")
+    prompts = [as_tokens(p, f"prompts[{i}]", vocab, allow_empty=False) for i, p in enumerate(prompts)]
     cold_target, cold_draft = warp(target, temperature=0), warp(draft, temperature=0)
     runs = identical = passes = tokens = 0
     for seed, prompt in enumerate(prompts):
-        want, _ = greedy_generate(target, prompt, max_new_tokens)
+        try:
+            want, _ = greedy_generate(target, prompt, max_new_tokens)
+        except ValueError as error:  # greedy_generate calls its model "model": here it is the target
+            text = str(error)
+            raise ValueError("target" + text[len("model"):] if text.startswith("model:") else text) from None
         for k in ks:
             exact_match, stats = greedy_speculative_generate(target, draft, prompt, max_new_tokens, k)
             sampled, _ = speculative_generate(cold_target, cold_draft, prompt, max_new_tokens, k, rng=seed)
