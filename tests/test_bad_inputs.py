@@ -424,3 +424,49 @@ def test_bad_arguments_get_a_clear_error(name, memory_cap):
     if problems and len(pending) == len(problems):
         pytest.xfail("; ".join(sorted(set(pending))))
     assert not problems, f"{name}:\n  " + "\n  ".join(problems)
+
+
+# --- cases the battery cannot see -----------------------------------------------------------
+
+def test_top_p_always_keeps_the_most_likely_token():
+    from speclib.core.warping import warp_distribution
+
+    for q in ([0.1, 0.2, 0.3, 0.4], [0.25] * 4, [0.7, 0.1, 0.1, 0.1]):
+        row = warp_distribution(q, top_p=1e-12)
+        assert np.isfinite(row).all() and row.sum() == pytest.approx(1.0)
+        assert row[int(np.argmax(q))] == 1.0
+    assert warp_distribution([0.1, 0.2, 0.3, 0.4], top_p=0.41).tolist()[:2] == [0.0, 0.0]  # the nucleus as before
+
+
+def test_undecodable_text_is_a_named_error():
+    from speclib.lm.corpora import shared_vocabulary
+
+    text = b"ab\xffc".decode("utf-8", errors="surrogateescape")  # how a bad byte arrives in sys.argv
+    with pytest.raises(ValueError, match="text: character 3 is U[+]DCFF, a lone surrogate"):
+        shared_vocabulary().encode(text)
+
+
+def test_huge_sizes_are_refused_at_once_with_the_limit():
+    from speclib._validate import MAX_DRAFT_LENGTH
+    from speclib.core.theory import expected_tokens_per_pass, optimal_k
+    from speclib.lm.models import markov_pair
+
+    for call, limit in [(lambda: expected_tokens_per_pass(0.5, 10**9), MAX_DRAFT_LENGTH),
+                        (lambda: optimal_k(0.5, 0.1, k_max=10**9), MAX_DRAFT_LENGTH),
+                        (lambda: markov_pair(vocab_size=10**9), None)]:
+        start = time.perf_counter()
+        with pytest.raises(ValueError, match="must be <= ") as caught:
+            call()
+        assert time.perf_counter() - start < 0.1
+        if limit is not None:
+            assert str(limit) in str(caught.value)
+
+
+@pytest.mark.parametrize("flag", ["False", "True", 0, 1, None, 2.5])
+def test_bool_flags_are_not_decided_by_truthiness(flag):
+    from speclib.book.trace import speculative_trace
+    from speclib.lm.models import markov_pair
+
+    target, draft = markov_pair(vocab_size=4, seed=0)
+    with pytest.raises(TypeError, match="bonus: expected True or False"):
+        speculative_trace(target, draft, [0], 2, 2, 0, bonus=flag)

@@ -219,7 +219,12 @@ class Vocabulary:
         """Token ids (int64) of ``text``; characters outside the vocabulary become :attr:`unk_id`."""
         if not isinstance(text, str):
             raise TypeError(f"text: expected a str, got {type(text).__name__}")
-        codes = np.frombuffer(text.encode("utf-32-le"), dtype="<u4").astype(np.int64)
+        try:
+            raw = text.encode("utf-32-le")
+        except UnicodeEncodeError as error:  # a lone surrogate: bytes that were never valid text
+            raise ValueError(f"text: character {error.start + 1} is U+{ord(text[error.start]):04X}, a lone "
+                             "surrogate (undecodable bytes), not a character") from None
+        codes = np.frombuffer(raw, dtype="<u4").astype(np.int64)
         ids = np.full(codes.shape, self.unk_id, dtype=np.int64)
         ascii_ = codes < 128
         ids[ascii_] = self._table[codes[ascii_]]
