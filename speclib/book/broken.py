@@ -236,7 +236,7 @@ ZOO = (ARGMAX_DRAFT, RAW_DRAFT_REPORTED, DRAFT_ONLY_WARP, RESAMPLE_FROM_TARGET, 
 #: same family, added because a test that stops at ``k`` tokens cannot see it.
 REPORTED = (ARGMAX_DRAFT, RAW_DRAFT_REPORTED, DRAFT_ONLY_WARP, RESAMPLE_FROM_TARGET, STALE_CACHE)
 
-#: The step of the decoding loop (the numbered comments of ``_step``) where each zoo mistake lives.
+#: The step of the decoding loop (the numbered comments of ``SpeculativeRun.step``) where each zoo mistake lives.
 ZOO_STEP = MappingProxyType({
     ARGMAX_DRAFT.name: "1. draft",
     RAW_DRAFT_REPORTED.name: "1. draft",
