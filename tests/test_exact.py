@@ -129,3 +129,19 @@ def test_enumeration_refuses_too_many_paths(monkeypatch):
     with pytest.raises(ValueError, match="more than 10 paths"):
         output_distribution(target, draft, [0], 3, 2)
     assert MAX_PATHS > 10
+
+
+@pytest.mark.parametrize("proposer", ["model", "lookup", "multi"])
+@pytest.mark.parametrize("policy", ["fixed", "heuristic", "fallback"])
+def test_every_proposer_with_every_policy_stays_exact(proposer, policy):
+    """The parts combine freely: the loop's law is the target's for each pairing."""
+    from speclib.core.policies import FallbackMonitor, FixedK, HeuristicK
+    from speclib.core.proposers import MultiDraft, PromptLookup
+
+    target, draft = markov(3, seed=6)
+    make = {"model": lambda: draft, "lookup": lambda: PromptLookup(n_max=2), "multi": lambda: MultiDraft(draft, 2)}
+    k = {"fixed": FixedK(2), "heuristic": HeuristicK(k_init=1, k_max=3),
+         "fallback": FallbackMonitor(FixedK(2), c=0.7, window=2, probe_every=1, min_samples=1)}[policy]
+    prompt = [0, 1, 0]
+    law = output_distribution(target, make[proposer](), prompt, 3, k)
+    assert np.abs(law - target_sequence_distribution(target, prompt, 3)).max() < TOLERANCE
