@@ -181,7 +181,66 @@ EXAMPLES: dict[str, typing.Callable[[], object]] = {
     "hidden_size": lambda: 6, "draft_temperature": lambda: 1.5, "n_params": lambda: 1e8, "bytes_per_param": lambda: 2.0,
     "bandwidth": lambda: 1e11, "flops": lambda: 1e12, "d_model": lambda: 8, "n_layers": lambda: 1,
     "heldout_fraction": lambda: 0.1, "top_k": lambda: 2, "top_p": lambda: 0.9, "prompts": lambda: [[0], [1, 2]],
+    "verify_ratio": lambda: 1.2, "order": lambda: 2, "n_heads": lambda: 2, "names": lambda: ["a", "b"],
+    "distances": lambda: [0.1, 0.2], "speedups": lambda: [1.2, 1.5], "weights": lambda: _weights(),
+    "w": lambda: np.ones((8, 8)), "config": lambda: _config(), "trace": lambda: _trace(),
+    "decode": lambda: _decode(), "controller": lambda: _controller(), "root": lambda: ROOT,
+    "nb_path": lambda: ROOT / "book" / "04_correction.ipynb", "exercises": lambda: _exercises(),
+    "header": lambda: ["a", "b"], "reference": lambda: _reference(),
 }
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]  # the repository
+
+
+def _weights():
+    from speclib.core.cost import layer_stack
+
+    return layer_stack(8, 2, rng=0)
+
+
+def _config():
+    from speclib.lm.transformer import TransformerConfig
+
+    return TransformerConfig(vocab_size=V, block_size=8, d_model=8, n_layers=1, n_heads=2)
+
+
+def _trace():
+    from speclib.book.render import trace_generation
+
+    target, draft = _pair()
+    return trace_generation(target, draft, [0], 6, 2, 0)
+
+
+def _decode():
+    from speclib.core.decoding import speculative_generate
+
+    target, draft = _pair()
+    return lambda n, rng: speculative_generate(target, draft, [0], n, 2, rng)
+
+
+def _reference():
+    from speclib.core.exact import target_sequence_distribution
+
+    return target_sequence_distribution(_pair()[0], [0], 2)
+
+
+def _controller():
+    from speclib.core.adaptive import FixedK
+
+    return FixedK(2)
+
+
+def _exercises():
+    from speclib.book.course import notebook_exercises
+
+    return notebook_exercises(ROOT / "book" / "04_correction.ipynb")
+
+
+def _blocks():
+    from speclib.book.trace import speculative_trace
+
+    target, draft = _pair()
+    return speculative_trace(target, draft, [0], 2, 2, 0)
 
 def _widgets():
     from speclib.book import widgets
@@ -200,6 +259,14 @@ OVERRIDES: dict[str, dict[str, typing.Callable[[], object]]] = {
     "plot_sampling_controls": {"view": lambda: _widgets().sampling_controls_view()},
     "plot_controller_bars": {"view": lambda: _widgets().controller_view(n_tokens=30, vocab_size=4)},
     "plot_batch_waste": {"view": lambda: _widgets().batch_waste_view(max_batch=4)},
+    "trace_tokens": {"blocks": _blocks}, "trace_markdown": {"blocks": _blocks},
+    "markdown_table": {"rows": lambda: [[1, 2], [3, 4]]},
+    "accountings": {"n_accepted": lambda: [0, 2, 1]}, "acceptance_outcomes": {"n_accepted": lambda: [0, 2, 1]},
+    "forward_pass": {"x": lambda: np.ones((2, 8))},
+    "fit_pass_cost": {"n_tokens": lambda: [1, 2, 4], "seconds": lambda: [0.010, 0.012, 0.016]},
+    "plot_acceptance_by_position": {"rate": lambda: np.array([0.5, 0.4]), "n_judged": lambda: np.array([10, 5])},
+    "plot_measured_speedup": {"ks": lambda: [1, 2]},
+    "plot_tokens_per_step": {"pmf": lambda: np.array([0.4, 0.3, 0.3])},
     "plot_verification_blocks": {"views": lambda: [_widgets().verification_view(0, k=2, n_blocks=2,
                                                                                  vocab_size=8)]},
 }
@@ -377,6 +444,11 @@ ALLOWED: dict[str, dict[tuple[str, str], str]] = {
                        "a token"},
     "warp": {("model", "a model returning NaN rows"): "it wraps the model without calling it; the loops "
              "that call the wrapper check its rows", ("model", "a model returning the wrong shape"): "the same"},
+    "plot_acceptance_by_position": {("rate", "NaN"): "NaN marks a position no block reached",
+                                    ("n_judged", "a token out of range"): "the battery's token values are "
+                                    "valid counts"},
+    "markdown_table": {("header", "a list with NaN"): "cells are shown with str(), whatever they are",
+                       ("header", "a list of strings"): "the same"},
     "predicted_pass_time": {("n_tokens", "2.5"): "a formula continuous in n_tokens (the crossover it is "
                             "evaluated at is fractional)"},
 }

@@ -12,6 +12,7 @@ never disagree with the chapters.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -38,8 +39,14 @@ class Exercise(NamedTuple):
     kind: str | None
 
 
+def _path(value: object, name: str) -> Path:
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name}: expected a path, got {value!r} ({type(value).__name__})")
+    return Path(value)
+
+
 def _markdown(nb_path: Path) -> str:
-    nb = json.loads(Path(nb_path).read_text(encoding="utf-8"))
+    nb = json.loads(_path(nb_path, "nb_path").read_text(encoding="utf-8"))
     return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
 
 
@@ -78,7 +85,7 @@ def toc_chapters(root: Path) -> list[str]:
     """Chapter files named in ``root/_toc.yml``, in order (without suffix)."""
     import yaml
 
-    toc = yaml.safe_load((Path(root) / "_toc.yml").read_text())
+    toc = yaml.safe_load((_path(root, "root") / "_toc.yml").read_text())
     files = [toc["root"]]
     for part in toc.get("parts", [{"chapters": toc.get("chapters", [])}]):
         for chapter in part.get("chapters", []):
@@ -89,7 +96,7 @@ def toc_chapters(root: Path) -> list[str]:
 
 def book_exercises(root: Path) -> list[Exercise]:
     """Every exercise of every notebook chapter in the table of contents, in reading order."""
-    root = Path(root)
+    root = _path(root, "root")
     out = []
     for name in toc_chapters(root):
         path = root / f"{name}.ipynb"
@@ -106,6 +113,14 @@ def instructor_table(exercises: list[Exercise], links: bool = False) -> str:
     exercise itself (the cell showing the table must then render its Markdown as MyST).
     Otherwise the label is shown as code.
     """
+    if isinstance(exercises, (str, bytes)) or not hasattr(exercises, "__iter__"):
+        raise TypeError(f"exercises: expected a list of Exercise (from book_exercises), got {type(exercises).__name__}")
+    exercises = list(exercises)
+    for i, ex in enumerate(exercises):
+        if not isinstance(ex, Exercise):
+            raise TypeError(f"exercises[{i}]: expected an Exercise (from book_exercises), got {type(ex).__name__}")
+    if not isinstance(links, bool):
+        raise TypeError(f"links: expected True or False, got {links!r} ({type(links).__name__})")
     lines: list[str] = []
     chapter = None
     for ex in exercises:

@@ -89,8 +89,12 @@ def plot_tokens_per_step(tokens_per_step, pmf, ax=None, title="Tokens emitted pe
     """
     import numpy as np
 
-    pmf = np.asarray(pmf, dtype=float)
-    steps = np.asarray(tokens_per_step, dtype=int)
+    from .._validate import as_distribution, as_tokens
+
+    pmf = as_distribution(pmf, "pmf", ndim=1)
+    steps = as_tokens(tokens_per_step, "tokens_per_step")
+    if not isinstance(title, str):
+        raise TypeError(f"title: expected a string, got {type(title).__name__}")
     if steps.size == 0:
         raise ValueError("tokens_per_step: no steps to plot")
     if steps.min() < 1 or steps.max() > pmf.size:
@@ -294,8 +298,16 @@ def plot_acceptance_by_position(rate, n_judged, ax=None, label=None, color=None,
     """
     import numpy as np
 
-    rate = np.asarray(rate, dtype=float)
-    n_judged = np.asarray(n_judged, dtype=float)
+    from .._validate import as_real, as_real_array
+
+    rate = as_real_array(rate, "rate", "acceptance rates (NaN where no draft was judged)")
+    if ((rate < 0) | (rate > 1)).any():
+        raise ValueError("rate: acceptance rates lie in [0, 1]")
+    n_judged = as_real_array(n_judged, "n_judged", "counts of judged drafts")
+    if not np.all(np.isfinite(n_judged)) or (n_judged < 0).any() or np.any(n_judged != np.round(n_judged)):
+        raise ValueError("n_judged: must be non-negative whole numbers")
+    if alpha is not None:
+        alpha = as_real(alpha, "alpha", low=0.0, high=1.0)
     if rate.shape != n_judged.shape or rate.ndim != 1:
         raise ValueError(f"rate and n_judged: expected two 1-D arrays of one shape, got {rate.shape} and {n_judged.shape}")
     ax = _axes(ax)

@@ -407,8 +407,14 @@ def markdown_table(header: list, rows: list) -> str:
     | --- | --- |
     | 1 | x |
     """
+    for name, value in (("header", header), ("rows", rows)):
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+            raise TypeError(f"{name}: expected a list, got {type(value).__name__}")
     header = [str(cell) for cell in header]
+    rows = list(rows)
     for i, row in enumerate(rows):
+        if isinstance(row, (str, bytes)) or not hasattr(row, "__len__"):
+            raise TypeError(f"rows: row {i} is {row!r}, not a list of cells")
         if len(row) != len(header):
             raise ValueError(f"rows: row {i} has {len(row)} cells, the header {len(header)}")
     lines = [header, ["---"] * len(header)] + [[str(cell) for cell in row] for row in rows]

@@ -240,6 +240,11 @@ def speculative_trace(
 
 def trace_tokens(blocks: list[BlockTrace]) -> np.ndarray:
     """The tokens a list of traced blocks emitted, in order."""
+    if isinstance(blocks, (str, bytes)) or not isinstance(blocks, (list, tuple)):
+        raise TypeError(f"blocks: expected a list of BlockTrace (from speculative_trace), got {type(blocks).__name__}")
+    for i, block in enumerate(blocks):
+        if not isinstance(block, BlockTrace):
+            raise TypeError(f"blocks[{i}]: expected a BlockTrace, got {type(block).__name__}")
     if not blocks:
         return np.array([], dtype=np.int64)
     return np.concatenate([b.verification.tokens for b in blocks]).astype(np.int64)

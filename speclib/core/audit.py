@@ -188,6 +188,7 @@ def audit(
     True
     """
     reference = as_real_array(reference, "reference", "an array of sequence probabilities")
+    as_distribution(reference.reshape(-1), "reference", ndim=1)
     if not callable(decode):
         raise TypeError(f"decode: expected a callable decode(max_new_tokens, rng), got {type(decode).__name__}")
     if reference.ndim < 1 or len(set(reference.shape)) != 1:

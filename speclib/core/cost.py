@@ -126,7 +126,10 @@ def column_blocks(w: np.ndarray, max_tokens: int = SPLIT_MAX_TOKENS) -> list[np.
     >>> column_blocks(np.zeros((8, 8))) is None
     True
     """
-    w = np.asarray(w)
+    as_real_array(w, "w", "a weight matrix")  # refuses strings, complex, objects; keeps the dtype:
+    w = np.asarray(w)  # a float32 stack is timed in float32
+    if not np.all(np.isfinite(w)):
+        raise ValueError("w: contains NaN or an infinite value")
     if w.ndim != 2:
         raise ValueError(f"w: expected a 2-D weight matrix, got shape {w.shape}")
     max_tokens = as_int(max_tokens, "max_tokens", minimum=1)
@@ -172,7 +175,10 @@ def forward_pass(weights: Sequence[np.ndarray], x: np.ndarray,
     (3, 4)
     """
     weights = _check_weights(weights)
-    x = np.asarray(x)
+    as_real_array(x, "x", "token vectors")  # refuses strings, complex, objects; keeps the dtype:
+    x = np.asarray(x)  # a float32 stack is timed in float32
+    if not np.all(np.isfinite(x)):
+        raise ValueError("x: contains NaN or an infinite value")
     d = weights[0].shape[0]
     if x.ndim != 2 or x.shape[1] != d or x.shape[0] < 1:
         raise ValueError(f"x: expected token vectors of shape (n, {d}) with n >= 1, got {x.shape}")
@@ -248,7 +254,10 @@ def measure_pass_times(
     PassTimes
     """
     weights = _check_weights(weights)
-    counts = [as_int(n, "n_tokens", minimum=1) for n in np.atleast_1d(np.asarray(n_tokens, dtype=object))]
+    counts = [as_int(n, "n_tokens", minimum=1, maximum=MAX_ENTRIES // 4096, why="tokens per timed pass")
+              for n in np.atleast_1d(np.asarray(n_tokens, dtype=object))]
+    if not callable(clock):
+        raise TypeError(f"clock: expected a function returning seconds, got {type(clock).__name__}")
     if not counts:
         raise ValueError("n_tokens: expected at least one token count")
     if len(set(counts)) != len(counts):
@@ -312,8 +321,8 @@ def fit_pass_cost(n_tokens: Sequence[int], seconds: Sequence[float]) -> PassCost
     >>> round(fit.fixed, 4), round(fit.per_token, 4), round(fit.crossover, 1)
     (0.01, 0.001, 10.0)
     """
-    n = np.asarray(n_tokens, dtype=float)
-    t = np.asarray(seconds, dtype=float)
+    n = as_real_array(n_tokens, "n_tokens", "token counts")
+    t = as_real_array(seconds, "seconds", "times in seconds")
     if n.ndim != 1 or t.shape != n.shape:
         raise ValueError(f"seconds: expected one time per token count, got shapes {n.shape} and {t.shape}")
     if len(np.unique(n)) < 2:

@@ -146,7 +146,7 @@ class NGramModel:
             vocab = as_int(vocab_size, "vocab_size", minimum=2)
         order = as_int(order, "order", minimum=1)
         if order * math.log2(vocab) > 62 or order * vocab ** (order - 1) >= 2**62:
-            raise ValueError(f"order: {order} is too high for a vocabulary of {vocab} "
+            raise ValueError(f"order: {order} is too high for a vocabulary of {vocab} (vocab_size) "
                              f"(strings of {order} tokens must fit in a 64-bit key)")
         tokens = as_tokens(tokens, "tokens", vocab)
         if tokens.size < order:
