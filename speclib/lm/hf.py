@@ -308,6 +308,18 @@ def pair(target: Any, draft: Any, tokenizer: Any = None, draft_tokenizer: Any = 
 # --------------------------------------------------------------------------- the book's pair
 
 
+#: The attention implementations of ``transformers`` that run on any CPU.
+ATTENTION = ("eager", "sdpa")
+
+
+def _check_attention(attn_implementation: object) -> None:
+    if not isinstance(attn_implementation, str):
+        raise TypeError(f"attn_implementation: expected one of {ATTENTION}, got {attn_implementation!r} "
+                        f"({type(attn_implementation).__name__})")
+    if attn_implementation not in ATTENTION:
+        raise ValueError(f"attn_implementation: expected one of {ATTENTION}, got {attn_implementation!r}")
+
+
 def to_gpt2(model: Transformer, attn_implementation: str = "eager") -> "transformers.GPT2LMHeadModel":
     """The numpy :class:`speclib.lm.transformer.Transformer` as a ``transformers.GPT2LMHeadModel``.
 
@@ -319,6 +331,7 @@ def to_gpt2(model: Transformer, attn_implementation: str = "eager") -> "transfor
     """
     if not isinstance(model, Transformer):
         raise TypeError(f"model: expected a speclib.lm.transformer.Transformer, got {type(model).__name__}")
+    _check_attention(attn_implementation)
     cfg = model.config
     config = transformers.GPT2Config(
         vocab_size=cfg.vocab_size, n_positions=cfg.block_size, n_embd=cfg.d_model, n_layer=cfg.n_layers,
@@ -512,13 +525,15 @@ def first_tokens_law(model, prompt: np.ndarray) -> np.ndarray:
     all) through ``model.cache()``, rolled back after each: the reference against which the
     chapter tests the first two sampled tokens.
     """
-    from ..core.cache import model_cache
+    from ..core.cache import extend_checked, model_cache
+    from ..core.proposers import check_model
 
-    prompt = as_tokens(prompt, "prompt", model.vocab_size, allow_empty=False)
+    vocab = check_model(model, "model")
+    prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
     cache = model_cache(model)
-    first = np.asarray(cache.extend(prompt))[-1]
-    out = np.empty((model.vocab_size, model.vocab_size))
-    for a in range(model.vocab_size):
-        out[a] = first[a] * np.asarray(cache.extend(np.array([a])))[0]
+    first = extend_checked(cache, prompt, "model")[-1]
+    out = np.empty((vocab, vocab))
+    for a in range(vocab):
+        out[a] = first[a] * extend_checked(cache, np.array([a]), "model")[0]
         cache.rollback(prompt.size)
     return out
