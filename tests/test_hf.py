@@ -374,3 +374,24 @@ def test_exported_book_pair_gives_the_numpy_logits_and_greedy_text():
     reference, _ = autoregressive_generate(numpy_target.with_temperature(0), prompt, 40, rng=0)
     tokens, _ = speculative_generate(greedy_target, greedy_draft, prompt, 40, k=4, rng=0)
     np.testing.assert_array_equal(tokens, reference)
+
+
+@needs_hf
+def test_book_pair_reads_the_shipped_sizes_and_the_helpers_check_their_arguments():
+    from speclib.lm.transformer import load_pair
+
+    numpy_target, numpy_draft = load_pair()
+    target, draft = hf.book_pair(temperature=0.5)
+    assert target.temperature == draft.temperature == 0.5
+    assert target.hf_model.config.n_layer == numpy_target.config.n_layers
+    assert draft.hf_model.config.n_embd == numpy_draft.config.d_model
+    with pytest.raises(ValueError, match="attn_implementation: expected one of"):
+        hf.to_gpt2(numpy_draft, attn_implementation="flash")
+    with pytest.raises(TypeError, match="attn_implementation"):
+        hf.to_gpt2(numpy_draft, attn_implementation=None)
+    with pytest.raises(TypeError, match="model: expected a model"):
+        hf.first_tokens_law(None, [1])
+    before = torch.get_num_threads()
+    with hf.torch_threads(before + 1):
+        assert torch.get_num_threads() == before + 1
+    assert torch.get_num_threads() == before
