@@ -95,3 +95,13 @@ def test_greedy_speculative_text_equals_greedy_text_on_a_tiny_pair(pair):
 def test_bad_input_names_the_argument(pair, call, name):
     with pytest.raises((ValueError, TypeError), match=name):
         call(*pair)
+
+
+def test_last_level_cache_reads_the_largest_sysfs_cache(tmp_path):
+    from speclib.book.wallclock import last_level_cache_bytes
+
+    for name, size in (("index0", "48K"), ("index2", "2048K"), ("index3", "105M")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "size").write_text(size + "\n")
+    assert last_level_cache_bytes(str(tmp_path)) == 105 * 2**20
+    assert last_level_cache_bytes(str(tmp_path / "missing")) is None

@@ -37,6 +37,7 @@ __all__ = [
     "WallClock",
     "block_pass_differences",
     "greedy_divergence",
+    "last_level_cache_bytes",
     "position_alphas",
     "predicted_speedup",
     "wallclock_experiment",
@@ -193,6 +194,27 @@ def wallclock_experiment(target: Callable, draft: Callable, prompts: list, n_new
                     fields["steps"][at] = len(stats.tokens_per_step)
                     fields["accepted"][at], fields["verified"][at] = stats.accepted, stats.draft_verified
     return WallClock(ks_all, n_new, **fields)
+
+
+def last_level_cache_bytes(sysfs: str = "/sys/devices/system/cpu/cpu0/cache") -> int | None:
+    """Size of the processor's largest cache in bytes, from Linux's sysfs (None where unknown).
+
+    Whether a model's weights fit in it decides whether a pass over a few tokens is bound by
+    memory bandwidth (they do not fit) or by arithmetic (they do).
+    """
+    from pathlib import Path
+
+    sizes = []
+    for index in Path(sysfs).glob("index*"):
+        try:
+            text = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+        digits = text[:-1] if unit != 1 else text
+        if digits.isdigit():
+            sizes.append(int(digits) * unit)
+    return max(sizes) if sizes else None
 
 
 def _log_rows(model, ids: np.ndarray) -> np.ndarray:
