@@ -466,8 +466,7 @@ ALLOWED: dict[str, dict[tuple[str, str], str]] = {
 BEING_REWRITTEN = ("speclib.core.sampling", "speclib.core.decoding", "speclib.core.exact", "speclib.core.variants",
                    "speclib.core.adaptive", "speclib.core.engine", "speclib.core.cache", "speclib.core.proposers",
                    "speclib.core.policies", "speclib.core.verifiers", "speclib.book.broken", "speclib.book.article",
-                   "speclib.lm.transformer", "speclib.book.wallclock",
-                   "speclib.lm.hf")  # helper C's adapter: its failures are recorded in REQUESTS.md too
+                   "speclib.lm.transformer", "speclib.book.wallclock")
 
 #: Failures whose cause lies in a module being rewritten, though they show in another module's
 #: battery: (what the problem line contains, why).  The test is marked xfail when these are all.

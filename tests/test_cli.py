@@ -309,3 +309,30 @@ def test_an_ngram_draft_needs_the_neural_target():
     out = run("generate", "--draft", "ngram")
     assert out.returncode == 2
     assert "argument --draft: the n-gram draft drafts for the neural target" in out.stderr
+
+
+def test_the_recording_verifier_runs_the_trusted_core(monkeypatch):
+    """trace_generation records through verify.step, the loop's own core, not the checking wrapper."""
+    from speclib.book import render
+    from speclib.core import sampling
+    from speclib.core.decoding import speculative_generate
+
+    calls = {"step": 0, "checked": 0}
+    real_step = sampling.verify.step
+
+    def step(*args, **kwargs):
+        calls["step"] += 1
+        return real_step(*args, **kwargs)
+
+    def checked(*args, **kwargs):
+        calls["checked"] += 1
+        return sampling.verify(*args, **kwargs)
+
+    monkeypatch.setattr(sampling.verify, "step", step)
+    monkeypatch.setattr(render, "verify", checked)
+    checked.step = step
+    target, draft = ngram_pair("code")
+    trace = render.trace_generation(target, draft, shared_vocabulary().encode("def "), 60, 4, 7)
+    assert calls["step"] == len(trace.blocks) > 0 and calls["checked"] == 0
+    assert np.array_equal(trace.tokens, speculative_generate(target, draft, shared_vocabulary().encode("def "),
+                                                             60, 4, 7)[0])

@@ -81,7 +81,16 @@ class _Recorder:
         self.progress = progress
 
     def __call__(self, draft_tokens, p_draft, q_target, rng, **kwargs) -> Verification:
-        out = verify(draft_tokens, p_draft, q_target, rng, **kwargs)
+        """As :func:`speclib.core.sampling.verify` (its inputs checked), recording the block."""
+        return self._record(verify(draft_tokens, p_draft, q_target, rng, **kwargs), draft_tokens, p_draft, q_target)
+
+    def step(self, draft_tokens, p_draft, q_target, choose, *, bonus: bool = True) -> Verification:
+        """The trusted core the one loop calls (``verify.step``: its rows are checked once, by the
+        loop), recording the block; the draws go through ``choose`` as the loop's own do."""
+        return self._record(verify.step(draft_tokens, p_draft, q_target, choose, bonus=bonus),
+                            draft_tokens, p_draft, q_target)
+
+    def _record(self, out: Verification, draft_tokens, p_draft, q_target) -> Verification:
         k = len(draft_tokens)
         judged = min(out.n_accepted + 1, k)
         beta = np.minimum(p_draft[:judged], q_target[:judged]).sum(axis=1)
