@@ -105,3 +105,32 @@ def test_last_level_cache_reads_the_largest_sysfs_cache(tmp_path):
         (tmp_path / name / "size").write_text(size + "\n")
     assert last_level_cache_bytes(str(tmp_path)) == 105 * 2**20
     assert last_level_cache_bytes(str(tmp_path / "missing")) is None
+
+
+def _synthetic_run():
+    """A WallClock with known costs: t1 = 1 ms, c = 0.1, r(3) = 1.5, fixed passes 10 and 20 t1."""
+    from speclib.book.wallclock import WallClock
+
+    ks, shape = np.array([0, 2]), (2, 1, 1)
+    full = lambda a, b: np.array([a, b], dtype=float).reshape(shape)  # noqa: E731
+    return WallClock(ks=ks, n_new=100, seconds=full(0.12, 0.08), target_seconds=full(0.11, 0.05),
+                     draft_seconds=full(0.0, 0.006), target_passes=full(100, 40), draft_passes=full(0, 80),
+                     steps=full(100, 40), accepted=full(0, 60), verified=full(0, 70),
+                     target_pass=full(1e-3, 1.5e-3), draft_pass=full(np.nan, 1e-4),
+                     fixed_seconds=full(0.010, 0.020))
+
+
+def test_the_cost_model_counts_fixed_passes_and_outside_time():
+    run = _synthetic_run()
+    assert run.t1 == pytest.approx(1e-3)
+    assert run.c[1] == pytest.approx(0.1) and run.verify_ratio[1] == pytest.approx(1.5)
+    np.testing.assert_allclose(run.fixed, [10, 20])
+    alpha, k = 0.6, 2
+    steps = 100 / ((1 - alpha ** 3) / (1 - alpha))
+    assert run.predicted(alpha)[0] == pytest.approx((10 + 100) / (20 + steps * (k * 0.1 + 1.5)))
+    assert run.predicted(alpha, with_fixed=False)[0] == pytest.approx(predicted_speedup(alpha, k, 0.1, 1.5))
+    # outside time: (0.12 - 0.11) / 100 steps = 0.01 t1 for plain, (0.08 - 0.056) / 40 = 0.6 t1 per step
+    np.testing.assert_allclose(run.outside_per_step, [0.01 / 100 / 1e-3, 0.024 / 40 / 1e-3])
+    o0, o1 = run.outside_per_step
+    assert run.predicted(alpha, with_outside=True)[0] == pytest.approx(
+        (10 + 100 * (1 + o0)) / (20 + steps * (k * 0.1 + 1.5 + o1)))

@@ -72,7 +72,11 @@ class WallClock:
     setting 0 (``ks[0] == 0``) is plain decoding.  ``seconds`` is the whole call,
     ``target_seconds`` / ``draft_seconds`` the part spent in each model's forward passes,
     ``target_passes`` / ``draft_passes`` / ``steps`` the counts, ``accepted`` / ``verified``
-    the draft tokens kept and judged.
+    the draft tokens kept and judged.  ``target_pass`` is the mean time of the run's
+    ordinary target passes (one token in plain decoding, ``k + 1`` in a speculative step),
+    ``draft_pass`` that of its one-token draft passes, and ``fixed_seconds`` what the run's
+    passes of other sizes cost beyond as many ordinary passes: the prompt, a draft pass that
+    catches up after a rejection.
     """
 
     ks: np.ndarray
@@ -85,6 +89,9 @@ class WallClock:
     steps: np.ndarray
     accepted: np.ndarray
     verified: np.ndarray
+    target_pass: np.ndarray
+    draft_pass: np.ndarray
+    fixed_seconds: np.ndarray
 
     def _median(self, a: np.ndarray) -> np.ndarray:
         return np.median(a.reshape(len(self.ks), -1), axis=1)
@@ -99,20 +106,23 @@ class WallClock:
 
     @property
     def t1(self) -> float:
-        """Seconds per target pass inside plain decoding (median over runs): the baseline."""
-        return float(self._median(self.target_seconds / self.target_passes)[0])
+        """Seconds of an ordinary (one-token) target pass inside plain decoding: the baseline."""
+        return float(self._median(self.target_pass)[0])
 
     @property
     def c(self) -> np.ndarray:
-        """Draft pass inside speculative decoding / ``t1``, per setting (nan for plain)."""
-        with np.errstate(invalid="ignore", divide="ignore"):
-            per_pass = self._median(np.where(self.draft_passes > 0, self.draft_seconds / self.draft_passes, np.nan))
-        return per_pass / self.t1
+        """One-token draft pass inside speculative decoding / ``t1``, per setting (nan for plain)."""
+        return self._median(self.draft_pass) / self.t1
 
     @property
     def verify_ratio(self) -> np.ndarray:
-        """Target pass inside each setting / ``t1``: ``r(k + 1)`` (1 for plain decoding)."""
-        return self._median(self.target_seconds / self.target_passes) / self.t1
+        """Ordinary target pass of each setting / ``t1``: ``r(k + 1)`` (1 for plain decoding)."""
+        return self._median(self.target_pass) / self.t1
+
+    @property
+    def fixed(self) -> np.ndarray:
+        """Cost of a run's passes beyond its ordinary ones (prompt, window re-reads), in units of ``t1``."""
+        return self._median(self.fixed_seconds) / self.t1
 
     @property
     def outside_per_step(self) -> np.ndarray:
@@ -133,10 +143,24 @@ class WallClock:
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(ver > 0, acc / np.maximum(ver, 1), np.nan)
 
-    def predicted(self, alpha: float) -> np.ndarray:
-        """The cost model's speed-up at each ``k`` from ``alpha`` and the measured ``c`` and ``r(k+1)``."""
-        return np.array([predicted_speedup(alpha, int(k), float(c), float(r))
-                         for k, c, r in zip(self.ks[1:], self.c[1:], self.verify_ratio[1:])])
+    def predicted(self, alpha: float, with_fixed: bool = True, with_outside: bool = False) -> np.ndarray:
+        """The cost model's speed-up at each ``k`` from ``alpha`` and the measured costs.
+
+        A run of ``n`` tokens costs its fixed passes plus, per step, ``k`` draft passes and
+        one verification pass, in units of ``t1``; plain decoding costs its fixed passes
+        plus ``n`` ordinary passes.  With ``with_outside=True`` each step (and each plain
+        token) also costs the time the runs spent outside the passes.  With
+        ``with_fixed=False`` (and no outside time) this is :func:`predicted_speedup` with the
+        measured ``c`` and ``r(k + 1)``.
+        """
+        out = []
+        o = self.outside_per_step if with_outside else np.zeros(len(self.ks))
+        fixed = self.fixed if with_fixed else np.zeros(len(self.ks))
+        for i, k in enumerate(self.ks[1:], start=1):
+            steps = self.n_new / float(expected_tokens_per_pass(alpha, int(k)))
+            spec = fixed[i] + steps * (int(k) * self.c[i] + self.verify_ratio[i] + o[i])
+            out.append(float((fixed[0] + self.n_new * (1 + o[0])) / spec))
+        return np.array(out)
 
 
 def _check_prompts(prompts: object, vocab: int) -> list[np.ndarray]:
@@ -168,8 +192,9 @@ def wallclock_experiment(target: Callable, draft: Callable, prompts: list, n_new
     reps = as_int(reps, "reps", minimum=1)
     ks_all = np.array([0] + [as_int(k, "ks", minimum=1) for k in ks])
     shape = (ks_all.size, len(prompts), reps)
-    fields = {name: np.zeros(shape) for name in ("seconds", "target_seconds", "draft_seconds", "target_passes",
-                                                 "draft_passes", "steps", "accepted", "verified")}
+    fields = {name: np.full(shape, np.nan) for name in (
+        "seconds", "target_seconds", "draft_seconds", "target_passes", "draft_passes", "steps", "accepted",
+        "verified", "target_pass", "draft_pass", "fixed_seconds")}
     with blas_threads(as_int(threads, "threads", minimum=1)):
         # Warm-up, untimed: the first call of a model may build tables or touch cold memory.
         autoregressive_generate(target, prompts[0], 2, rng=seed)
@@ -177,7 +202,7 @@ def wallclock_experiment(target: Callable, draft: Callable, prompts: list, n_new
         for r in range(reps):
             for j, prompt in enumerate(prompts):
                 for i, k in enumerate(ks_all):
-                    timings = {"target": 0.0, "draft": 0.0}
+                    timings = {"target": 0.0, "draft": 0.0, "passes": []}
                     rng = seed + 1000 * r + j
                     t0 = time.perf_counter()
                     if k == 0:
@@ -193,6 +218,15 @@ def wallclock_experiment(target: Callable, draft: Callable, prompts: list, n_new
                     fields["draft_passes"][at] = stats.draft_passes
                     fields["steps"][at] = len(stats.tokens_per_step)
                     fields["accepted"][at], fields["verified"][at] = stats.accepted, stats.draft_verified
+                    fixed = 0.0
+                    for model, size, key in (("target" if k else "model", int(k) + 1, "target_pass"),
+                                             ("draft", 1, "draft_pass")):
+                        seconds = [t for name, n, t in timings["passes"] if name == model]
+                        ordinary = [t for name, n, t in timings["passes"] if name == model and n == size]
+                        if ordinary:  # means, not medians: they add up to the run's time
+                            fields[key][at] = float(np.mean(ordinary))
+                            fixed += sum(seconds) - len(seconds) * fields[key][at]
+                    fields["fixed_seconds"][at] = fixed
     return WallClock(ks_all, n_new, **fields)
 
 

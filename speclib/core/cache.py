@@ -178,10 +178,19 @@ def checked_rows(rows: np.ndarray, name: str) -> np.ndarray:
 
 
 def extend_checked(cache: ModelCache, tokens: np.ndarray, name: str, timings: dict | None = None) -> np.ndarray:
-    """``cache.extend(tokens)`` with its rows checked, and its time added to ``timings[name]`` if asked."""
+    """``cache.extend(tokens)`` with its rows checked, and its time added to ``timings[name]`` if asked.
+
+    If ``timings`` holds a list under ``"passes"``, each pass is also appended to it as
+    ``(name, number of tokens fed, seconds)``, so that passes of different sizes (a prompt,
+    a verification block, a re-read window) can be told apart.
+    """
     if timings is None:
         return checked_rows(cache.extend(tokens), name)
     t0 = time.perf_counter()
     rows = cache.extend(tokens)
-    timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    timings[name] = timings.get(name, 0.0) + seconds
+    passes = timings.get("passes")
+    if passes is not None:
+        passes.append((name, len(tokens), seconds))
     return checked_rows(rows, name)
