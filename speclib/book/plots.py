@@ -28,6 +28,24 @@ def _view(view, kind: str, maker: str):
     return view
 
 
+def _finite(values, name):
+    """``values`` as a float array of finite numbers (no strings, complex numbers or NaN)."""
+    import numpy as np
+
+    from .._validate import as_real_array
+
+    arr = as_real_array(values, name)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name}: contains NaN or an infinite value")
+    return arr
+
+
+def _text(value, name, optional=False):
+    if not (optional and value is None) and not isinstance(value, str):
+        raise TypeError(f"{name}: expected a string, got {value!r} ({type(value).__name__})")
+    return value
+
+
 def _flag(value, name):
     if not isinstance(value, bool):
         raise TypeError(f"{name}: expected True or False, got {value!r} ({type(value).__name__})")
@@ -87,6 +105,7 @@ def plot_tokens_per_step(tokens_per_step, pmf, ax=None, title="Tokens emitted pe
     ``tokens_per_step`` is a sequence of per-step counts (e.g. ``GenerationStats.tokens_per_step``)
     and ``pmf[n - 1]`` the predicted probability of ``n`` tokens.  Returns the axes.
     """
+    _text(title, "title")
     import numpy as np
 
     from .._validate import as_distribution, as_tokens
@@ -358,10 +377,23 @@ def plot_sequence_frequencies(reference, samples, top=8, ax=None, title="Frequen
         Exact probabilities; the ``top`` most likely sequences are shown.
     samples : dict mapping a label to counts of the same shape
     """
+    _text(title, "title")
     import numpy as np
 
+    from .._validate import as_distribution, as_int
+
+    ref = as_distribution(np.reshape(_finite(reference, "reference"), -1), "reference", ndim=1)
+    top = as_int(top, "top", minimum=1)
+    if not isinstance(samples, dict) or not samples:
+        raise TypeError(f"samples: expected a non-empty dict label -> counts, got {type(samples).__name__}")
+    for label, counts in samples.items():
+        if np.shape(counts) != np.shape(reference):
+            raise ValueError(f"samples[{label!r}]: counts of shape {np.shape(counts)}, the reference has "
+                             f"{np.shape(reference)}")
+        counts = _finite(counts, f"samples[{label!r}]")
+        if (counts < 0).any() or counts.sum() <= 0:
+            raise ValueError(f"samples[{label!r}]: counts must be non-negative, not all zero")
     ax = _axes(ax)
-    ref = np.asarray(reference).ravel()
     shown = np.argsort(-ref, kind="stable")[:top]
     width = 0.8 / len(samples)
     x = np.arange(shown.size)
@@ -383,8 +415,19 @@ def plot_zoo_distances(names, distances, ax=None, title="Exact distance of each 
 
     ``distances`` maps a setting's label to one distance per name.
     """
+    _text(title, "title")
     import numpy as np
 
+    if isinstance(names, (str, bytes)) or not hasattr(names, "__len__"):
+        raise TypeError(f"names: expected a list of names, got {type(names).__name__}")
+    if not isinstance(distances, dict) or not distances:
+        raise TypeError(f"distances: expected a non-empty dict label -> one distance per name, got "
+                        f"{type(distances).__name__}")
+    for label, values in distances.items():
+        values = _finite(values, f"distances[{label!r}]")
+        if values.shape != (len(names),):
+            raise ValueError(f"distances[{label!r}]: expected {len(names)} distances (one per name), "
+                             f"got shape {values.shape}")
     ax = _axes(ax)
     y = np.arange(len(names))
     height = 0.8 / len(distances)
@@ -428,6 +471,7 @@ def plot_controller_comparison(comparison, ax=None, title="Speed-up of each cont
     ``comparison`` is a :class:`speclib.core.adaptive.Comparison`; with several runs, a shaded band
     of two standard errors shows the run-to-run noise.
     """
+    _text(title, "title")
     import numpy as np
 
     ax = _axes(ax)
@@ -501,11 +545,18 @@ def plot_measured_speedup(ks, speedups, predictions=None, ax=None,
     each is drawn as its median with the middle half of the runs as an error bar.
     ``predictions`` maps a label to one predicted speed-up per ``k``.  Returns the axes.
     """
+    _text(title, "title")
     import numpy as np
 
+    from .._validate import as_int_list
+
+    ks = np.asarray(as_int_list(ks, "ks", minimum=1))
+    speedups = _finite(speedups, "speedups")
+    if speedups.ndim != 2 or speedups.shape[0] != ks.size:
+        raise ValueError(f"speedups: expected one row of runs per k, shape ({ks.size}, runs), got {speedups.shape}")
+    if predictions is not None and not isinstance(predictions, dict):
+        raise TypeError(f"predictions: expected a dict label -> one speed-up per k, got {type(predictions).__name__}")
     ax = _axes(ax)
-    ks = np.asarray(ks)
-    speedups = np.asarray(speedups, dtype=float)
     med = np.median(speedups, axis=1)
     lo, hi = np.percentile(speedups, [25, 75], axis=1)
     ax.errorbar(ks, med, yerr=[med - lo, hi - med], fmt="o", color="black", capsize=3,
@@ -566,6 +617,7 @@ def plot_verification_blocks(views, ncols=2, title=None):
     panel.  Axis labels are written once per row and column, not on every panel.  Returns
     the figure.
     """
+    _text(title, "title", optional=True)
     import matplotlib.pyplot as plt
 
     if isinstance(views, (str, bytes)) or not hasattr(views, "__iter__"):

@@ -450,6 +450,12 @@ def _runs(trace: Trace, vocab) -> list[tuple[str, str]]:
     return runs
 
 
+def _check_vocab(vocab: object) -> None:
+    if not callable(getattr(vocab, "decode", None)):
+        raise TypeError(f"vocab: expected a Vocabulary (speclib.lm.corpora.shared_vocabulary()), got "
+                        f"{type(vocab).__name__}")
+
+
 def to_ansi(trace: Trace, vocab, color: bool = True) -> str:
     """The prompt and the new text, coloured by kind with ANSI escapes (plain if ``color`` is False).
 
@@ -457,6 +463,8 @@ def to_ansi(trace: Trace, vocab, color: bool = True) -> str:
     never span a line break, so the text pages and copies cleanly.
     """
     trace = _check_trace(trace)
+    _check_vocab(vocab)
+    color = as_bool(color, "color")
     prompt = vocab.decode(trace.prompt)
     if not color:
         return prompt + vocab.decode(trace.tokens)
@@ -480,6 +488,7 @@ def to_html(trace: Trace, vocab) -> str:
     greedy decoding falls into stays visible instead of running off the page.
     """
     trace = _check_trace(trace)
+    _check_vocab(vocab)
     spans = [f"<b>{html.escape(vocab.decode(trace.prompt))}</b>"]
     for kind, text in _runs(trace, vocab):
         spans.append(f'<span class="spec-{kind}" style="background:{HTML_COLOURS[kind]}" '

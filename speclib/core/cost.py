@@ -153,6 +153,8 @@ def product(x: np.ndarray, w: np.ndarray, blocks: list[np.ndarray] | None = None
     >>> bool(np.allclose(product(x, w, column_blocks(w)), x @ w))
     True
     """
+    if not isinstance(x, np.ndarray) or not isinstance(w, np.ndarray):
+        raise TypeError(f"x, w: expected numpy arrays, got {type(x).__name__} and {type(w).__name__}")
     n = x.shape[0]
     if blocks is None or n == 1 or n > SPLIT_MAX_TOKENS:
         return x @ w
