@@ -94,7 +94,6 @@ def test_pages_request_nothing_from_the_network(reports):
         assert not report.remote_requests(), f"{name}: requests {report.remote_requests()}"
 
 
-@pytest.mark.xfail(strict=True, reason="chapters 02, 04, 06 and 08 still have displays to break over lines")
 def test_no_display_formula_is_wider_than_its_column(reports):
     too_wide = [f"{name}: {f['width']:.0f} px in {f['room']:.0f} px: {f['tex'].strip()[:90]!r}"
                 for name, report in reports.items() for f in report.overflowing()]
@@ -108,7 +107,6 @@ def test_no_code_block_scrolls_sideways(reports):
     assert not scrolling, "code or output blocks wider than the column:\n" + "\n".join(scrolling[:20])
 
 
-@pytest.mark.xfail(strict=True, reason="the instructors page is re-executed with links=True in the review's second part")
 def test_instructors_page_links_every_exercise_by_its_number(html_root):
     """Each row of the instructors' table links to its exercise and reads "Exercise N" as the exercise does."""
     from speclib.book.course import book_exercises
@@ -129,7 +127,6 @@ def test_instructors_page_links_every_exercise_by_its_number(html_root):
         assert title.get_text(" ", strip=True).startswith(text + " "), f"{ex.label}: {text!r} vs {title.get_text()!r}"
 
 
-@pytest.mark.xfail(strict=True, reason="chapter 00's algorithm box and listings come in the review's second part")
 def test_overview_shows_the_algorithm_and_the_shipped_step(html_root):
     """Chapter 00 holds the algorithm box and, verbatim, the code of the verify rule and of the step."""
     import inspect
