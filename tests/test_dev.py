@@ -28,6 +28,12 @@ dev = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(dev)
 REAL_PIP_INSTALL = dev.pip_install
 
+#: The speclib the running interpreter's environment imports (what the health check sees, with -I):
+#: this tree's when its own .venv runs the tests; the fake trees link to it.
+INSTALLED_SPECLIB = Path(subprocess.run(
+    [sys.executable, "-I", "-c", "import importlib.util; print(importlib.util.find_spec('speclib').origin)"],
+    capture_output=True, text=True, check=True).stdout.strip()).parent
+
 PLUGIN = "devtest_plugin"  # a test plugin the fake requirements pin, as nbval is pinned
 REQUIREMENTS = "devtest-plugin==1.0\n-e .\n"
 
@@ -62,10 +68,10 @@ class Calls:
 
 @pytest.fixture
 def tree(tmp_path, monkeypatch):
-    """A tree whose speclib is this repository's (a link) with a fake requirements.txt."""
+    """A tree whose speclib is the installed one (a link) with a fake requirements.txt."""
     root = Tree(tmp_path / "tree")
     root.mkdir()
-    (root / "speclib").symlink_to(ROOT / "speclib")
+    (root / "speclib").symlink_to(INSTALLED_SPECLIB)
     (root / "requirements.txt").write_text(REQUIREMENTS)
     calls = Calls()
 
@@ -216,7 +222,7 @@ def test_speclib_from_another_tree_is_found_and_reinstalled(tree, capsys, monkey
     dev.setup("test", tree)
     said = messages(capsys)
     assert len(said) == 1 and said[0].startswith("dev.py: speclib is imported from ")
-    assert str((ROOT / "speclib").resolve()) in said[0] and str(tree / "speclib") in said[0]
+    assert str(INSTALLED_SPECLIB.resolve()) in said[0] and str(tree / "speclib") in said[0]
     assert tree.calls.pip == [["requirements.txt"]]
     assert dev.probe(tree / ".venv" / "bin" / "python", tree, ["requirements.txt"], ()) == []
 
