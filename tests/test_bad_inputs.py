@@ -560,3 +560,11 @@ def test_bool_flags_are_not_decided_by_truthiness(flag):
     target, draft = markov_pair(vocab_size=4, seed=0)
     with pytest.raises(TypeError, match="bonus: expected True or False"):
         speculative_trace(target, draft, [0], 2, 2, 0, bonus=flag)
+
+
+def test_a_zero_sized_model_is_refused_not_divided_by():
+    from speclib.book.widgets import pass_cost_view
+
+    with pytest.raises(ValueError, match="n_params: must be > 0"):
+        pass_cost_view(0, 2, 1e11, 1e12)
+    assert np.isfinite(pass_cost_view(1e8, 0, 1e11, 1e12).relative).all()  # weights that cost no reading: fine

@@ -231,6 +231,9 @@ def pass_cost_view(n_params: float, bytes_per_param: float, bandwidth: float, fl
     k = _as_int(k, "k", minimum=1, maximum=_MAX_K)
     max_tokens = _as_int(max_tokens, "max_tokens", minimum=k + 1)
     n_params = _as_real(n_params, "n_params", low=0.0)
+    if n_params == 0:
+        raise ValueError("n_params: must be > 0 (the view compares pass costs relative to a one-token pass, "
+                         "which costs nothing without parameters)")
     bytes_per_param = _as_real(bytes_per_param, "bytes_per_param", low=0.0)
     bandwidth = _as_real(bandwidth, "bandwidth", low=1e-300)
     flops = _as_real(flops, "flops", low=1e-300)
