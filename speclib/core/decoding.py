@@ -266,30 +266,41 @@ class SpeculativeRun:
         return self.n >= self.text.size
 
     def step(self, choose) -> Verification:
-        """One speculative step: draft, verify, accept / correct, bonus; returns the verification."""
-        n, remaining, timings = self.n, self.text.size - self.n, self.timings
+        """One step: draft, verify, accept / correct, bonus."""
+        n, timings = self.n, self.timings
+        remaining = self.text.size - n
         text = self.text[:n]
-        k = min(as_int(self.policy.draft_length(), "k.draft_length()", minimum=0), remaining)
+        k = as_int(self.policy.draft_length(), "k.draft_length()",
+                   minimum=0)
+        k = min(k, remaining)
 
         # 1. Draft: up to k tokens, with the row each was drawn from.
-        proposal = self.proposer.propose(text, k, self.policy, choose, timings)
+        proposal = self.proposer.propose(text, k, self.policy, choose,
+                                         timings)
         drafts, depth = proposal.tokens, proposal.tokens.shape[-1]
-        # 2. Verify: one target pass scores every drafted position and the one after.
-        q_rows = _target_rows(self.target_cache, text, drafts if depth else drafts.reshape(0), timings)
-        # 3. Accept / reject / correct, 4. bonus (a step without drafts is a plain one).
+        # 2. Verify: one target pass scores every drafted position
+        #    and the one after.
+        q_rows = _target_rows(self.target_cache, text,
+                              drafts if depth else drafts.reshape(0),
+                              timings)
+        # 3. Accept / reject / correct, 4. bonus (a step without
+        #    drafts is a plain one).
         if depth:
-            out = self.verify_step(drafts, proposal.rows, q_rows, choose, bonus=self.bonus)
+            out = self.verify_step(drafts, proposal.rows, q_rows, choose,
+                                   bonus=self.bonus)
         else:
             out = Verification(np.array([choose.token(q_rows[0])]), 0)
         emitted = out.tokens[:remaining]
         self.text[n:n + emitted.size] = emitted
         self.n = n + emitted.size
-        # 5. Both caches keep the accepted prefix, never the last token: the next pass reads it first.
+        # 5. Both caches keep the accepted prefix, never the last
+        #    token: the next pass reads it first.
         keep = min(n + out.n_accepted, self.n - 1)
         self.target_cache.rollback(min(len(self.target_cache), keep))
         self.proposer.accept(keep)
         self.policy.update(depth, out.n_accepted)
-        self.stats.record_step(drafts.size, out.n_accepted, emitted.size, proposal.passes, depth)
+        self.stats.record_step(drafts.size, out.n_accepted, emitted.size,
+                               proposal.passes, depth)
         return out
 
     def truncate(self, length: int) -> None:

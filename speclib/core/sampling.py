@@ -208,30 +208,41 @@ def check_block(draft_tokens: object, p_draft: object, q_target: object) -> tupl
     return draft_tokens, p_draft, q_target
 
 
-def _ratio_step(draft_tokens: np.ndarray, p_draft: np.ndarray, q_target: np.ndarray, choose: Chooser, *,
-                bonus: bool = True, accept: Callable[[float, float], float] = acceptance_probability,
-                correct: Callable[[np.ndarray, np.ndarray], np.ndarray] = _residual) -> Verification:
-    """The rule itself, on inputs already checked; every random choice goes through ``choose``."""
+def _ratio_step(
+    draft_tokens: np.ndarray,
+    p_draft: np.ndarray,
+    q_target: np.ndarray,
+    choose: Chooser,
+    *,
+    bonus: bool = True,
+    accept: Callable[[float, float], float] = acceptance_probability,
+    correct: Callable[[np.ndarray, np.ndarray], np.ndarray] = _residual,
+) -> Verification:
+    """The rule on checked inputs; every random choice goes through ``choose``."""
     for i in range(len(draft_tokens)):
         x = draft_tokens[i]
         if p_draft[i, x] <= 0:
             raise ValueError(
-                f"draft_tokens: token {x} at position {i} has probability 0 under "
-                "p_draft; p_draft must be the distribution the token was sampled from"
+                f"draft_tokens: token {x} at position {i} has "
+                "probability 0 under p_draft; p_draft must be the "
+                "distribution the token was sampled from"
             )
         # Keep x with probability min(1, q(x)/p(x)) ...
         if choose.coin(accept(p_draft[i, x], q_target[i, x])):
             continue
-        # ... and at the first rejection replace it by a draw from the residual, then stop:
-        # later drafts were conditioned on a token that is no longer there.
+        # ... and at the first rejection replace it by a draw from
+        # the residual, then stop: later drafts were conditioned on a
+        # token that is no longer there.
         fix = choose.token(correct(p_draft[i], q_target[i]))
         return Verification(np.append(draft_tokens[:i], fix), i)
 
     k = len(draft_tokens)
     if not bonus:
         return Verification(draft_tokens.copy(), k)
-    # All k survived: the target pass already scored position k+1, so one more token is free.
-    return Verification(np.append(draft_tokens, choose.token(q_target[k])), k)
+    # All k survived: the target pass already scored position k+1,
+    # so one more token is free.
+    bonus_token = choose.token(q_target[k])
+    return Verification(np.append(draft_tokens, bonus_token), k)
 
 
 #: The trusted core that the decoding loop calls (its inputs are its own, checked once).
