@@ -470,11 +470,12 @@ ALLOWED: dict[str, dict[tuple[str, str], str]] = {
                             "evaluated at is fractional)"},
 }
 
-#: Modules being rewritten (issue 14) whose failures are recorded in /work/notes/REQUESTS.md for their
-#: owner; their batteries run and report, but do not fail the suite until the rewrite lands.
+#: Modules being rewritten (issue 14), or owned by no one who could fix them yet, whose failures are
+#: recorded in /work/notes/REQUESTS.md for their owner; their batteries run and report (xfail), but do
+#: not fail the suite until the fixes land.  Take a module out once its batteries pass.
 BEING_REWRITTEN = ("speclib.core.sampling", "speclib.core.decoding", "speclib.core.exact", "speclib.core.variants",
                    "speclib.core.adaptive", "speclib.core.engine", "speclib.core.cache", "speclib.core.proposers",
-                   "speclib.core.policies", "speclib.core.verifiers", "speclib.book.broken", "speclib.book.article",
+                   "speclib.book.broken", "speclib.book.article",
                    "speclib.lm.transformer", "speclib.book.wallclock")
 
 #: Failures whose cause lies in a module being rewritten, though they show in another module's
