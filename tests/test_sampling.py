@@ -101,3 +101,25 @@ def test_first_token_acceptance_frequency_matches_alpha():
     accepted = sum(verify([sample_token(p[0], rng)], p, q, rng).n_accepted for _ in range(n))
     alpha = acceptance_rate(p[0], q[0])
     assert abs(accepted / n - alpha) < 4 * np.sqrt(alpha * (1 - alpha) / n)
+
+
+def test_acceptance_rate_of_rows_within_the_tolerance_stays_in_0_1():
+    # Rows that sum to a hair more than 1 (within the tolerance as_distribution allows)
+    # overlap by more than 1 unclipped; the theory's functions would then refuse the rate.
+    from speclib.core.theory import expected_tokens_per_pass
+
+    p = np.array([0.5 + 1e-4, 0.5 + 1e-4])
+    assert acceptance_rate(p, p) == 1.0
+    assert acceptance_rate(np.stack([p, p]), np.stack([p, p])).tolist() == [1.0, 1.0]
+    assert expected_tokens_per_pass(acceptance_rate(p, p), 2) == 3.0
+    assert acceptance_rate([0.5, 0.5, 0.0], [0.25, 0.25, 0.5]) == 0.5  # an ordinary rate is untouched
+
+
+def test_verify_refuses_a_flag_that_is_not_a_bool():
+    p = np.full((1, 2), 0.5)
+    q = np.full((2, 2), 0.5)
+    for flag in ("False", None, 2.5):
+        with pytest.raises(TypeError, match="bonus: expected True or False"):
+            verify([0], p, q, rng=0, bonus=flag)
+    with pytest.raises(TypeError, match="accept: expected a callable"):
+        verify([0], p, q, rng=0, accept=None)

@@ -50,6 +50,10 @@ class ModelCache(Protocol):
 
 def fed_tokens(tokens: object, vocab_size: int, name: str = "tokens") -> np.ndarray:
     """``tokens`` as int64 ids in range: a two-comparison fast path for arrays a loop built itself."""
+    if type(vocab_size) is not int or vocab_size < 1:
+        vocab_size = as_int(vocab_size, "vocab_size", minimum=1)
+    if type(name) is not str:
+        raise TypeError(f"name: expected the argument's name (a string), got {type(name).__name__}")
     if type(tokens) is np.ndarray and tokens.dtype == np.int64 and tokens.ndim == 1:
         if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab_size):
             return as_tokens(tokens, name, vocab_size)  # raises, naming the bad token
@@ -63,7 +67,8 @@ class RecomputeCache:
     For a model without incremental state of its own.  ``extend(new)`` calls the model on
     the shortest tail of the text that still determines the new rows (the last
     ``context_length + len(new)`` tokens when the model declares a ``context_length``, the
-    whole text otherwise) and returns the last ``len(new)`` rows.
+    whole text otherwise) and returns the last ``len(new)`` rows.  ``name`` is the model's
+    name in errors, as the loop calls it ("target", "draft", "model").
 
     Examples
     --------
@@ -75,12 +80,14 @@ class RecomputeCache:
     (1, True)
     """
 
-    def __init__(self, model: Callable) -> None:
+    def __init__(self, model: Callable, name: str = "model") -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"name: expected the model's name (a string), got {type(name).__name__}")
         if not callable(model) or not hasattr(model, "vocab_size"):
-            raise TypeError(f"model: expected a model (a callable with a vocab_size attribute), "
+            raise TypeError(f"{name}: expected a model (a callable with a vocab_size attribute), "
                             f"got {type(model).__name__}")
-        self.model = model
-        self.vocab_size = as_int(model.vocab_size, "model.vocab_size", minimum=1)
+        self.model, self.name = model, name
+        self.vocab_size = as_int(model.vocab_size, f"{name}.vocab_size", minimum=1)
         self._context = getattr(model, "context_length", None)
         self._buf = np.zeros(64, dtype=np.int64)
         self._length = 0
@@ -109,7 +116,7 @@ class RecomputeCache:
         start = 0 if self._context is None else max(0, need - (self._context + n))
         rows = np.asarray(self.model(self._buf[start:need]), dtype=float)
         if rows.ndim != 2 or rows.shape[0] < n or rows.shape[1] != self.vocab_size:
-            raise ValueError(f"model: a model must map tokens of shape (n,) to probabilities of shape "
+            raise ValueError(f"{self.name}: a model must map tokens of shape (n,) to probabilities of shape "
                              f"(n, {self.vocab_size}); got {rows.shape} for {need - start} tokens")
         return rows[-n:]
 
@@ -144,14 +151,17 @@ class Uncached:
         return f"Uncached({self.model!r})"
 
 
-def model_cache(model: Callable) -> ModelCache:
-    """``model.cache()`` when the model has incremental state of its own, else a :class:`RecomputeCache`."""
+def model_cache(model: Callable, name: str = "model") -> ModelCache:
+    """``model.cache()`` when the model has incremental state of its own, else a :class:`RecomputeCache`.
+
+    ``name`` is the model's name in errors ("target", "draft", "model").
+    """
     make = getattr(model, "cache", None)
     if make is None:
-        return RecomputeCache(model)
+        return RecomputeCache(model, name)
     cache = make()
     if not isinstance(cache, ModelCache):
-        raise TypeError(f"model.cache(): expected an object with __len__, tokens, extend and rollback, "
+        raise TypeError(f"{name}.cache(): expected an object with __len__, tokens, extend and rollback, "
                         f"got {type(cache).__name__}")
     return cache
 

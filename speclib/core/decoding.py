@@ -32,7 +32,7 @@ from typing import Callable
 
 import numpy as np
 
-from .._validate import as_int, as_real, as_tokens
+from .._validate import MAX_NEW_TOKENS, as_bool, as_int, as_real, as_tokens
 from .cache import checked_rows, extend_checked, model_cache
 from .policies import FixedK, _check_controller
 from .proposers import DraftModel, check_model
@@ -191,10 +191,11 @@ def autoregressive_generate(
     """
     vocab = check_model(model, "model")
     prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
-    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
+    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0, maximum=MAX_NEW_TOKENS,
+                            why="tokens one call generates")
     choose = _check_rng_and_timings(rng, timings)
 
-    cache, stats = model_cache(model), GenerationStats()
+    cache, stats = model_cache(model, "model"), GenerationStats()
     text = np.empty(prompt.size + max_new_tokens, dtype=np.int64)
     text[:prompt.size] = prompt
     for n in range(prompt.size, text.size):
@@ -253,7 +254,8 @@ class SpeculativeRun:
 
     def __init__(self, target: Callable, proposer, prompt: np.ndarray, max_new_tokens: int, policy,
                  step: Callable, bonus: bool, timings: dict | None, vocab: int) -> None:
-        self.target_cache, self.proposer, self.policy = model_cache(target), proposer, policy
+        self.target_cache = model_cache(target, "target")
+        self.proposer, self.policy = proposer, policy
         self.verify_step, self.bonus, self.timings = step, bonus, timings
         self.stats = GenerationStats()
         self.text = np.empty(prompt.size + max_new_tokens, dtype=np.int64)
@@ -321,7 +323,8 @@ def prepare_run(target: Callable, draft: object, prompt: object, max_new_tokens:
     vocab = check_model(target, "target")
     proposer = draft if hasattr(draft, "propose") else DraftModel(draft, "draft")
     prompt = as_tokens(prompt, "prompt", vocab, allow_empty=False)
-    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
+    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0, maximum=MAX_NEW_TOKENS,
+                            why="tokens one call generates")
     if hasattr(k, "draft_length"):
         policy = _check_controller(k)
     elif isinstance(k, numbers.Integral) and not isinstance(k, bool):
@@ -329,8 +332,7 @@ def prepare_run(target: Callable, draft: object, prompt: object, max_new_tokens:
     else:
         raise TypeError(f"k: expected an integer draft length or a draft-length policy (a controller with "
                         f"draft_length, keep_drafting and update), got {k!r} ({type(k).__name__})")
-    if not isinstance(bonus, (bool, np.bool_)):
-        raise TypeError(f"bonus: expected True or False, got {bonus!r}")
+    bonus = as_bool(bonus, "bonus")
     step = _verifier_step(getattr(proposer, "verifier", verify) if verifier is None else verifier)
     if timings is not None and not isinstance(timings, dict):
         raise TypeError(f"timings: expected a dict (or None), got {type(timings).__name__}")

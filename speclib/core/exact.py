@@ -28,7 +28,7 @@ from typing import Callable
 
 import numpy as np
 
-from .._validate import as_int, as_tokens
+from .._validate import MAX_DRAFT_LENGTH, as_int, as_tokens, model_rows
 from .decoding import SpeculativeRun, _check_model, prepare_run
 
 #: Largest number of sequences the enumerator will list (V ** length).
@@ -190,7 +190,7 @@ def step_distribution(target: Callable, draft: object, prompt: np.ndarray, k: ob
     (1.0, [0, 1, 2])
     """
     vocab = _check_model(target, "target")
-    k_int = as_int(k, "k", minimum=1) if not hasattr(k, "draft_length") else None
+    k_int = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH) if not hasattr(k, "draft_length") else None
     start, shared = _start(target, draft, prompt, (k_int or 1) + 1, k, options)
     if k_int is None:  # a policy: room for whatever it drafts
         start.text = np.concatenate([start.text, np.zeros(64, dtype=np.int64)])
@@ -216,7 +216,7 @@ def target_sequence_distribution(target: Callable, prefix: np.ndarray, length: i
     out = np.zeros((vocab,) * length)
     for seq in itertools.product(range(vocab), repeat=length):
         full = np.concatenate([prefix, seq])
-        rows = np.asarray(target(full))[prefix.size - 1 : prefix.size - 1 + length]
+        rows = model_rows(target, full, "target")[prefix.size - 1 : prefix.size - 1 + length]
         out[seq] = np.prod(rows[np.arange(length), seq])
     return out
 
@@ -226,8 +226,7 @@ def max_abs_error(target: Callable, draft: object, prefix: np.ndarray, k: object
 
     ``k`` may be a policy; then pass ``length`` in ``options`` (default ``k + 1``).
     """
-    length = options.pop("length", None)
-    length = (k + 1 if length is None else length)
+    prefix, length = _compared(target, prefix, k, options.pop("length", None))
     spec = output_distribution(target, draft, prefix, length, k, **options)
     return float(np.abs(spec - target_sequence_distribution(target, prefix, length)).max())
 
@@ -239,7 +238,21 @@ def total_variation(target: Callable, draft: object, prefix: np.ndarray, k: obje
     :func:`output_distribution` (``verifier``, ``bonus``, and ``length`` to change the
     number of tokens compared).
     """
-    length = options.pop("length", None)
-    length = (k + 1 if length is None else length)
+    prefix, length = _compared(target, prefix, k, options.pop("length", None))
     spec = output_distribution(target, draft, prefix, length, k, **options)
     return float(0.5 * np.abs(spec - target_sequence_distribution(target, prefix, length)).sum())
+
+
+def _compared(target: Callable, prefix: object, k: object, length: object) -> tuple[np.ndarray, int]:
+    """The checked ``prefix`` and number of tokens compared (``k + 1`` unless ``length`` is given)."""
+    vocab = _check_model(target, "target")
+    prefix = as_tokens(prefix, "prefix", vocab, allow_empty=False)
+    if length is not None:
+        length = as_int(length, "length", minimum=1)
+        _check_sizes(vocab, length)
+        return prefix, length
+    if hasattr(k, "draft_length"):
+        raise TypeError("length: k is a policy, so pass the number of tokens to compare as length=...")
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
+    _check_sizes(vocab, k + 1, "k")
+    return prefix, k + 1

@@ -67,6 +67,8 @@ class DraftModel:
     """
 
     def __init__(self, model: Callable, name: str = "draft") -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"name: expected the model's name (a string), got {type(name).__name__}")
         self.vocab_size = check_model(model, name)
         self.model, self.name = model, name
         self.cache = None
@@ -74,7 +76,7 @@ class DraftModel:
     def start(self, prompt: np.ndarray, vocab_size: int) -> None:
         if self.vocab_size != vocab_size:
             raise ValueError(f"{self.name}: vocabulary of {self.vocab_size} tokens differs from the target's {vocab_size}")
-        self.cache = model_cache(self.model)
+        self.cache = model_cache(self.model, self.name)
 
     def propose(self, text: np.ndarray, k: int, policy, choose, timings: dict | None) -> Proposal:
         cache, name = self.cache, self.name
@@ -130,6 +132,8 @@ def lookup_draft(tokens: np.ndarray, k: int, n_max: int = 3, n_min: int = 1) -> 
     array([], dtype=int64)
     """
     tokens = as_tokens(tokens, "tokens")
+    if tokens.size and tokens.min() < 0:
+        raise ValueError(f"tokens: token ids are >= 0, got {int(tokens.min())} at position {int(np.argmin(tokens))}")
     k = as_int(k, "k", minimum=1)
     n_max = as_int(n_max, "n_max", minimum=1)
     n_min = as_int(n_min, "n_min", minimum=1)

@@ -11,7 +11,7 @@ from typing import Callable, NamedTuple, Protocol
 
 import numpy as np
 
-from .._validate import as_distribution, as_generator, as_tokens
+from .._validate import as_bool, as_distribution, as_generator, as_tokens
 
 
 def acceptance_rate(p: np.ndarray, q: np.ndarray) -> np.ndarray | float:
@@ -43,7 +43,9 @@ def acceptance_rate(p: np.ndarray, q: np.ndarray) -> np.ndarray | float:
     q = as_distribution(q, "q")
     if p.shape != q.shape:
         raise ValueError(f"p and q must have the same shape, got {p.shape} and {q.shape}")
-    alpha = np.minimum(p, q).sum(axis=-1)
+    # Rows within the sum tolerance can overlap by a hair more than 1 (1.0000005):
+    # clip, so that what follows (the theory's formulas) gets a rate in [0, 1].
+    alpha = np.clip(np.minimum(p, q).sum(axis=-1), 0.0, 1.0)
     return float(alpha) if alpha.ndim == 0 else alpha
 
 
@@ -117,6 +119,9 @@ class Sampler:
     """
 
     def __init__(self, rng: np.random.Generator) -> None:
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng: expected a numpy.random.Generator, got {type(rng).__name__} "
+                            "(as_chooser also takes an integer seed)")
         self.rng = rng
 
     def token(self, probs: np.ndarray) -> int:
@@ -128,6 +133,8 @@ class Sampler:
 
 def as_chooser(rng: object, name: str = "rng") -> Chooser:
     """A chooser from a generator or seed (a :class:`Sampler`), or the chooser itself."""
+    if not isinstance(name, str):
+        raise TypeError(f"name: expected the argument's name (a string), got {type(name).__name__}")
     if hasattr(rng, "token") and hasattr(rng, "coin"):
         return rng
     return Sampler(as_generator(rng, name))
@@ -192,6 +199,10 @@ def verify(
     Verification(tokens=array([1, 0, 0]), n_accepted=2)
     """
     draft_tokens, p_draft, q_target = check_block(draft_tokens, p_draft, q_target)
+    bonus = as_bool(bonus, "bonus")
+    for label, fn in (("accept", accept), ("correct", correct)):
+        if not callable(fn):
+            raise TypeError(f"{label}: expected a callable, got {type(fn).__name__}")
     return _ratio_step(draft_tokens, p_draft, q_target, as_chooser(rng), bonus=bonus, accept=accept, correct=correct)
 
 
