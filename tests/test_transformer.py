@@ -398,13 +398,3 @@ def test_check_break_even_alpha():
     checks.check_break_even_alpha(lambda c, r: c + r - 1)
     with pytest.raises(checks.ExerciseError, match="break even|not 1"):
         checks.check_break_even_alpha(lambda c, r: c)
-
-
-def test_check_tokens_to_keep():
-    checks.check_tokens_to_keep(lambda cache_length, new_length: new_length - 1)
-    with pytest.raises(checks.ExerciseError, match="never fed"):
-        checks.check_tokens_to_keep(lambda cache_length, new_length: min(cache_length, new_length))
-    with pytest.raises(checks.ExerciseError, match="throws away"):
-        checks.check_tokens_to_keep(lambda cache_length, new_length: 0)
-    with pytest.raises(checks.ExerciseError, match="NotImplementedError"):
-        checks.check_tokens_to_keep(lambda cache_length, new_length: (_ for _ in ()).throw(NotImplementedError()))

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from speclib.book.wallclock import (block_pass_differences, greedy_divergence, position_alphas,
-                                    predicted_speedup, wallclock_experiment)
+                                    speedup_with_fixed, wallclock_experiment)
+from speclib.lm.transformer import speedup_with_costs as predicted_speedup
 from speclib.core.sampling import acceptance_rate
 from speclib.core.theory import walltime_speedup
 from speclib.lm.models import markov_pair
@@ -18,11 +19,15 @@ def pair():
     return random_transformer(CFG, seed=0), random_transformer(CFG, seed=1)
 
 
-def test_predicted_speedup_is_the_textbook_formula_when_verification_costs_one_pass():
+def test_the_run_cost_model_is_the_textbook_formula_without_fixed_passes():
     for alpha, k, c in ((0.8, 3, 0.05), (0.5, 1, 0.2), (0.95, 8, 0.01)):
-        assert predicted_speedup(alpha, k, c, 1.0) == pytest.approx(walltime_speedup(alpha, k, c))
+        assert speedup_with_fixed(alpha, k, c, 1.0, n=50) == pytest.approx(walltime_speedup(alpha, k, c))
     # a verification pass over k+1 tokens costing r passes divides the speed-up accordingly
-    assert predicted_speedup(0.8, 3, 0.0, 2.0) == pytest.approx(walltime_speedup(0.8, 3, 0.0) / 2)
+    assert speedup_with_fixed(0.8, 3, 0.0, 2.0, n=50) == pytest.approx(walltime_speedup(0.8, 3, 0.0) / 2)
+    # fixed passes: (F0 + n) / (F + n / E (k c + r))
+    e = (1 - 0.8 ** 4) / 0.2
+    assert speedup_with_fixed(0.8, 3, 0.1, 1.5, n=100, fixed_plain=10, fixed_spec=30) == pytest.approx(
+        110 / (30 + 100 / e * 1.8))
 
 
 def test_wallclock_experiment_measures_in_the_loops_own_units(pair):
@@ -89,8 +94,10 @@ def test_greedy_speculative_text_equals_greedy_text_on_a_tiny_pair(pair):
     (lambda t, d: position_alphas(t, {"x": d}, [0, 1], (-1.0,)), "temperatures"),
     (lambda t, d: block_pass_differences(t, [0, 1], block=0), "block"),
     (lambda t, d: greedy_divergence(t, d, [[0]], 5, k=0), "k"),
-    (lambda t, d: predicted_speedup(0.5, 2, -0.1, 1.0), "c"),
-    (lambda t, d: predicted_speedup(0.5, 2, 0.0, 0.0), "verify_ratio"),
+    (lambda t, d: speedup_with_fixed(0.5, 2, -0.1, 1.0, 10), "c"),
+    (lambda t, d: speedup_with_fixed(0.5, 2, 0.0, 0.0, 10), "verify_ratio"),
+    (lambda t, d: speedup_with_fixed(0.5, 2, 0.1, 1.0, 0), "n"),
+    (lambda t, d: speedup_with_fixed(0.5, 2, 0.1, 1.0, 10, fixed_spec=-1), "fixed_spec"),
 ])
 def test_bad_input_names_the_argument(pair, call, name):
     with pytest.raises((ValueError, TypeError), match=name):
@@ -134,3 +141,29 @@ def test_the_cost_model_counts_fixed_passes_and_outside_time():
     o0, o1 = run.outside_per_step
     assert run.predicted(alpha, with_outside=True)[0] == pytest.approx(
         (10 + 100 * (1 + o0)) / (20 + steps * (k * 0.1 + 1.5 + o1)))
+
+
+def test_tables_and_best_setting_read_the_measurements():
+    run = _synthetic_run()
+    speed = run.speed_table().splitlines()
+    assert speed[0].startswith("| k | ms per token | speed-up")
+    assert speed[2].startswith("| plain | 1.20 | 1.00 |") and speed[3].startswith("| 2 | 0.80 | 1.50 |")
+    costs = run.cost_table().splitlines()
+    assert costs[3] == "| 2 | 0.100 | 1.50 | 20.0 | 0.600 |"
+    assert run.best() == (2, 1.5, 1.5, 1.5)
+
+
+def test_check_speedup_with_fixed_accepts_the_model_and_explains_mistakes():
+    from speclib.book import checks
+
+    def right(alpha, k, c, r, n, f0, f1):
+        e = sum(alpha ** j for j in range(k + 1))
+        return (f0 + n) / (f1 + n / e * (k * c + r))
+
+    checks.check_speedup_with_fixed(right)
+    with pytest.raises(checks.ExerciseError, match="leaves the fixed passes out"):
+        checks.check_speedup_with_fixed(lambda a, k, c, r, n, f0, f1: predicted_speedup(a, k, c, r))
+    with pytest.raises(checks.ExerciseError, match="fewer than n steps"):
+        checks.check_speedup_with_fixed(lambda a, k, c, r, n, f0, f1: (f0 + n) / (f1 + n * (k * c + r)))
+    with pytest.raises(checks.ExerciseError, match="off"):
+        checks.check_speedup_with_fixed(lambda a, k, c, r, n, f0, f1: right(a, k, c, r, n, f1, f0))

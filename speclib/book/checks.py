@@ -846,45 +846,28 @@ def check_break_even_alpha(break_even_alpha) -> None:
     passed("break_even_alpha makes k = 1 break even in every case tried.")
 
 
-def check_tokens_to_keep(tokens_to_keep) -> None:
-    """Exercise ex-09-3: how many tokens a cache keeps after a verification step.
+def check_speedup_with_fixed(speedup_with_fixed) -> None:
+    """Exercise ex-09-3: the speed-up of a whole run, with the passes of other sizes it pays."""
+    from ..book.wallclock import speedup_with_fixed as reference
+    from ..lm.transformer import speedup_with_costs
 
-    ``tokens_to_keep(cache_length, new_length)``: the cache has been fed ``cache_length``
-    tokens (the old sequence but its last token, that token and the drafts); the sequence
-    now has ``new_length`` tokens.  The check runs a small random transformer through
-    scenarios of accepted and rejected drafts and compares the cache, rolled back to the
-    student's length and refed, with a fresh computation.
-    """
-    import numpy as np
-
-    from ..lm.transformer import TransformerConfig, random_transformer
-
-    model = random_transformer(TransformerConfig(vocab_size=6, block_size=32, d_model=8, n_layers=1, n_heads=2), 0)
-    rng = np.random.default_rng(3)
-    for _ in range(12):
-        seq = rng.integers(0, 6, int(rng.integers(2, 8)))
-        k = int(rng.integers(1, 5))
-        drafts = rng.integers(0, 6, k)
-        n_accepted = int(rng.integers(0, k + 1))
-        cache = model.cache()
-        cache.extend(np.concatenate([seq, drafts]))
-        last = (drafts[n_accepted] + 1) % 6 if n_accepted < k else int(rng.integers(0, 6))  # correction or bonus
-        new = np.concatenate([seq, drafts[:n_accepted], [last]])
-        where = f"cache_length = {len(cache)}, new_length = {new.size} ({n_accepted} of {k} drafts accepted)"
-        keep = call_student(tokens_to_keep, len(cache), new.size)
-        if isinstance(keep, bool) or not isinstance(keep, (int, np.integer)):
-            raise ExerciseError(f"{where}: expected an int, got {keep!r}")
-        if not 0 <= keep <= len(cache):
-            raise ExerciseError(f"{where}: a cache can only be rolled back to a length in [0, {len(cache)}], got {keep}")
-        cache.rollback(int(keep))
-        if not np.array_equal(cache.tokens, new[:keep]):
-            raise ExerciseError(f"{where}: after rolling back to {keep} the cache still holds a token that is "
-                                "not in the new sequence. Which emitted token was never fed to the target?")
-        got = cache.extend(new[keep:])[-1]
-        if not np.allclose(got, model(new)[-1], atol=1e-6):
-            raise ExerciseError(f"{where}: the refed cache disagrees with a fresh computation")
-        best = min(k + seq.size, new.size - 1)
-        if keep < best:
-            raise ExerciseError(f"{where}: keeping {keep} tokens is correct but throws away work: the cache "
-                                "agrees with the new sequence for longer than that.")
-    passed("tokens_to_keep keeps exactly the cached tokens that the new sequence still has.")
+    for alpha in (0.0, 0.6, 0.9):
+        for k in (1, 4):
+            for n, f0, f1 in ((50, 0.0, 0.0), (100, 8.0, 12.0), (20, 30.0, 5.0)):
+                c, r = 0.08, 1.6
+                where = (f"alpha = {alpha}, k = {k}, c = {c}, verify_ratio = {r}, n = {n}, "
+                         f"fixed_plain = {f0}, fixed_spec = {f1}")
+                got = _as_float_or_fail(_call_numeric(speedup_with_fixed, where, alpha, k, c, r, n, f0, f1),
+                                        where)
+                want = reference(alpha, k, c, r, n, f0, f1)
+                if abs(got - want) <= 1e-9 * max(1.0, want):
+                    continue
+                if (f0 or f1) and abs(got - speedup_with_costs(alpha, k, c, r)) <= 1e-9:
+                    raise ExerciseError(f"{where}: you returned the speed-up of one step, which leaves the "
+                                        "fixed passes out. Add them to the cost of each whole run.")
+                if abs(got - (f0 + n) / (f1 + n * (k * c + r))) <= 1e-9:
+                    raise ExerciseError(f"{where}: a run of n tokens takes fewer than n steps. How many "
+                                        "tokens does a step emit on average?")
+                raise ExerciseError(f"{where}: you returned {got:.4f}, which is off. Write the cost of a "
+                                    "plain run and of a speculative run, both in single-token target passes.")
+    passed("speedup_with_fixed agrees with speclib.book.wallclock.speedup_with_fixed on every case tried.")

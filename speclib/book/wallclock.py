@@ -39,29 +39,38 @@ __all__ = [
     "greedy_divergence",
     "last_level_cache_bytes",
     "position_alphas",
-    "predicted_speedup",
+    "speedup_with_fixed",
     "wallclock_experiment",
 ]
 
 
-def predicted_speedup(alpha: float, k: int, c: float, verify_ratio: float) -> float:
-    """The cost model: expected tokens per step over the cost of a step, in target passes.
+def speedup_with_fixed(alpha: float, k: int, c: float, verify_ratio: float, n: int,
+                       fixed_plain: float = 0.0, fixed_spec: float = 0.0) -> float:
+    """The cost model of a whole run of ``n`` tokens, in units of one target pass.
 
-    ``(1 - alpha**(k+1)) / (1 - alpha) / (k c + verify_ratio)``, where a draft pass costs
-    ``c`` and the verification pass over ``k + 1`` tokens ``verify_ratio`` single-token
-    target passes.  With ``verify_ratio = 1`` it is :func:`speclib.core.theory.walltime_speedup`.
+    Plain decoding costs ``fixed_plain + n``; speculative decoding costs ``fixed_spec`` plus
+    ``n / E`` steps of ``k c + verify_ratio``, where ``E = (1 - alpha**(k+1)) / (1 - alpha)``
+    is the expected number of tokens a step emits.  The fixed parts are the passes of other
+    sizes a run makes (the prompt, a draft catching up after a rejection).  Without them this
+    is :func:`speclib.lm.transformer.speedup_with_costs`.
 
     Examples
     --------
-    >>> round(predicted_speedup(0.8, 3, 0.05, verify_ratio=1.5), 3)
+    >>> round(speedup_with_fixed(0.8, 3, 0.05, 1.5, n=100), 3)
     1.789
+    >>> round(speedup_with_fixed(0.8, 3, 0.05, 1.5, n=100, fixed_plain=20, fixed_spec=25), 3)
+    1.483
     """
     k = as_int(k, "k", minimum=1)
     c = as_real(c, "c", low=0.0)
     verify_ratio = as_real(verify_ratio, "verify_ratio", low=0.0)
+    n = as_int(n, "n", minimum=1)
+    fixed_plain = as_real(fixed_plain, "fixed_plain", low=0.0)
+    fixed_spec = as_real(fixed_spec, "fixed_spec", low=0.0)
     if verify_ratio + k * c == 0:
         raise ValueError("verify_ratio: a step must cost something (verify_ratio + k c > 0)")
-    return float(expected_tokens_per_pass(alpha, k)) / (k * c + verify_ratio)
+    steps = n / float(expected_tokens_per_pass(alpha, k))
+    return (fixed_plain + n) / (fixed_spec + steps * (k * c + verify_ratio))
 
 
 @dataclass
@@ -143,6 +152,37 @@ class WallClock:
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(ver > 0, acc / np.maximum(ver, 1), np.nan)
 
+    def speed_table(self) -> str:
+        """Markdown: per setting, ms per token, the speed-up (median, middle half), tokens per pass, acceptance."""
+        from .render import markdown_table
+
+        s, ms = self.speedups(), self.ms_per_token()
+        rows = []
+        for i, k in enumerate(self.ks):
+            lo, hi = np.percentile(s[i], [25, 75])
+            rows.append(["plain" if k == 0 else int(k), f"{np.median(ms[i]):.2f}", f"{np.median(s[i]):.2f}",
+                         f"{lo:.2f} - {hi:.2f}", f"{self.tokens_per_pass[i]:.2f}",
+                         "-" if k == 0 else f"{self.acceptance[i]:.3f}"])
+        return markdown_table(["k", "ms per token", "speed-up", "middle half", "tokens per pass",
+                               "accepted / verified"], rows)
+
+    def cost_table(self) -> str:
+        """Markdown: per setting, ``c``, ``r(k+1)``, other passes per run and time outside per step (units of ``t1``)."""
+        from .render import markdown_table
+
+        rows = [["plain" if k == 0 else int(k), "-" if k == 0 else f"{self.c[i]:.3f}",
+                 f"{self.verify_ratio[i]:.2f}", f"{self.fixed[i]:.1f}", f"{self.outside_per_step[i]:.3f}"]
+                for i, k in enumerate(self.ks)]
+        return markdown_table(["k", "c", "r(k+1)", "other passes, per run", "outside the passes, per step"], rows)
+
+    def best(self) -> tuple[int, float, float, float]:
+        """``(k, median speed-up, lower quartile, upper quartile)`` of the fastest draft length."""
+        s = self.speedups()[1:]
+        med = np.median(s, axis=1)
+        i = int(np.argmax(med))
+        lo, hi = np.percentile(s[i], [25, 75])
+        return int(self.ks[1 + i]), float(med[i]), float(lo), float(hi)
+
     def predicted(self, alpha: float, with_fixed: bool = True, with_outside: bool = False) -> np.ndarray:
         """The cost model's speed-up at each ``k`` from ``alpha`` and the measured costs.
 
@@ -150,16 +190,17 @@ class WallClock:
         one verification pass, in units of ``t1``; plain decoding costs its fixed passes
         plus ``n`` ordinary passes.  With ``with_outside=True`` each step (and each plain
         token) also costs the time the runs spent outside the passes.  With
-        ``with_fixed=False`` (and no outside time) this is :func:`predicted_speedup` with the
-        measured ``c`` and ``r(k + 1)``.
+        ``with_fixed=False`` (and no outside time) this is
+        :func:`speclib.lm.transformer.speedup_with_costs` with the measured ``c`` and ``r(k + 1)``.
         """
         out = []
         o = self.outside_per_step if with_outside else np.zeros(len(self.ks))
-        fixed = self.fixed if with_fixed else np.zeros(len(self.ks))
+        fixed = np.maximum(self.fixed, 0.0) if with_fixed else np.zeros(len(self.ks))
         for i, k in enumerate(self.ks[1:], start=1):
-            steps = self.n_new / float(expected_tokens_per_pass(alpha, int(k)))
-            spec = fixed[i] + steps * (int(k) * self.c[i] + self.verify_ratio[i] + o[i])
-            out.append(float((fixed[0] + self.n_new * (1 + o[0])) / spec))
+            # time outside the passes: per plain token, and per speculative step
+            out.append(speedup_with_fixed(alpha, int(k), float(self.c[i]),
+                                          float(self.verify_ratio[i] + o[i]), self.n_new,
+                                          float(fixed[0] + self.n_new * o[0]), float(fixed[i])))
         return np.array(out)
 
 
