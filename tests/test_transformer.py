@@ -398,3 +398,20 @@ def test_check_break_even_alpha():
     checks.check_break_even_alpha(lambda c, r: c + r - 1)
     with pytest.raises(checks.ExerciseError, match="break even|not 1"):
         checks.check_break_even_alpha(lambda c, r: c)
+
+
+def test_window_start_and_softmax_rows_refuse_bad_input_by_name():
+    from speclib.lm.transformer import softmax_rows, window_start
+
+    for position, block_size, match in [(5, 0, "block_size: must be >= 2"), (5, 1, "block_size: must be >= 2"),
+                                        (-1, 8, "position: must be >= 0"), (2.5, 8, "position: expected an integer"),
+                                        (True, 8, "position: expected an integer"),
+                                        (5, float("nan"), "block_size: expected an integer")]:
+        with pytest.raises((TypeError, ValueError), match=match):
+            window_start(position, block_size)
+    assert window_start(np.int64(11), 8) == 4  # numpy integers take the slow path, same answer
+    for logits, match in [(np.array([[0.0, np.nan]]), "logits: contains NaN"), (None, "logits: expected"),
+                          (np.array([["0", "1"]]), "logits: expected"), (np.array([[1j, 0]]), "logits: expected")]:
+        with pytest.raises((TypeError, ValueError), match=match):
+            softmax_rows(logits)
+    assert softmax_rows(np.array([[0.0, -np.inf]])).tolist() == [[1.0, 0.0]]  # a masked token is fine

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validate import as_generator, as_int, as_real, as_tokens
+from .._validate import MAX_DRAFT_LENGTH, as_generator, as_int, as_real, as_real_array, as_tokens
 from ..core.cache import fed_tokens
 from ..core.decoding import autoregressive_generate, speculative_generate
 
@@ -141,6 +141,9 @@ def window_start(position: int, block_size: int) -> int:
     >>> [window_start(i, 8) for i in (0, 7, 8, 11, 12, 15, 16)]
     [0, 0, 4, 4, 8, 8, 12]
     """
+    if type(position) is not int or type(block_size) is not int or position < 0 or block_size < 2:
+        position = as_int(position, "position", minimum=0)  # the slow path: say what is wrong
+        block_size = as_int(block_size, "block_size", minimum=2)
     if position < block_size:
         return 0
     stride = block_size // 2
@@ -176,7 +179,12 @@ def softmax_rows(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
     >>> softmax_rows(np.array([[0.0, 1.0]]), temperature=0)
     array([[0., 1.]])
     """
-    return _softmax(np.asarray(logits), as_real(temperature, "temperature", low=0.0))
+    logits = as_real_array(logits, "logits", "an array of logits (real numbers)")
+    if logits.ndim == 0:
+        raise ValueError("logits: expected rows of logits, got a scalar")
+    if np.isnan(logits).any() or np.isposinf(logits).any():
+        raise ValueError("logits: contains NaN or +inf (a logit of -inf, a masked token, is allowed)")
+    return _softmax(logits, as_real(temperature, "temperature", low=0.0))
 
 
 def _softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
@@ -425,6 +433,8 @@ def random_transformer(config: TransformerConfig, seed: int | np.random.Generato
     Matrices are Gaussian with standard deviation ``scale / sqrt(fan_in)``; layer-norm
     gains are near 1 and every bias is small but non-zero, so that every parameter matters.
     """
+    if not isinstance(config, TransformerConfig):
+        raise TypeError(f"config: expected a TransformerConfig, got {type(config).__name__}")
     rng = as_generator(seed, "seed")
     scale = as_real(scale, "scale", low=0.0)
     params = {}
@@ -664,6 +674,7 @@ def speedup_with_costs(alpha: float, k: int, c: float, verify_ratio: float) -> f
     """
     from ..core.theory import expected_tokens_per_pass
 
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     c = as_real(c, "c", low=0.0)
     verify_ratio = as_real(verify_ratio, "verify_ratio", low=0.0)
     if verify_ratio + k * c == 0:
