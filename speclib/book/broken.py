@@ -42,12 +42,13 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .._validate import as_distribution, as_generator, as_int, as_tokens
+from .._validate import as_bool, as_distribution, as_generator, as_int, as_tokens
 from ..core.cache import RecomputeCache
 from ..core.decoding import GenerationStats, speculative_generate
 from ..core.exact import output_distribution, target_sequence_distribution
 from ..core.proposers import DraftModel
-from ..core.sampling import Verification, _ratio_step, _residual, acceptance_probability, sample_token, verify
+from ..core.sampling import (Verification, _ratio_step, _residual, acceptance_probability, check_block, sample_token,
+                             verify)
 from ..core.warping import _check_pair, _check_settings, _warp, warp
 from ..lm.models import dirichlet_targets, noisy_draft
 
@@ -526,3 +527,21 @@ def shipped_verify_b(draft_tokens: np.ndarray, p_draft: np.ndarray, q_target: np
     if bonus and not rejected:
         out.append(sample_token(q_target[len(draft_tokens)], rng))
     return Verification(np.array(out, dtype=np.int64), n_accepted)
+
+
+def _checked_block(verifier: Callable) -> Callable:
+    """``verifier`` with its block checked as :func:`speclib.core.sampling.verify` checks it.
+
+    Applied after the definitions above, so that ``inspect.getsource`` (which follows
+    ``__wrapped__``) still prints the code under review exactly as it was submitted.
+    """
+    @functools.wraps(verifier)
+    def checked(draft_tokens, p_draft, q_target, rng, *, bonus=True):
+        draft_tokens, p_draft, q_target = check_block(draft_tokens, p_draft, q_target)
+        return verifier(draft_tokens, p_draft, q_target, rng, bonus=as_bool(bonus, "bonus"))
+
+    return checked
+
+
+shipped_verify_a = _checked_block(shipped_verify_a)
+shipped_verify_b = _checked_block(shipped_verify_b)
