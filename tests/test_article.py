@@ -70,3 +70,16 @@ def test_cli_prints_tables():
 def test_decoder_rejects_bad_settings(bad):
     with pytest.raises(ValueError):
         article.SpeculativeDecoder(**bad)
+
+
+def test_a_sweep_of_no_tokens_blames_n_tokens_not_alpha():
+    # Zero tokens make every rate 0 / 0; the error must name the argument the user passed.
+    from speclib.book.article import end_to_end, k_sweep, noise_sweep
+
+    for call in (lambda: k_sweep(n_tokens=0), lambda: noise_sweep(n_tokens=0), lambda: end_to_end(n_tokens=0)):
+        with pytest.raises(ValueError, match="n_tokens: must be >= 1"):
+            call()
+    with pytest.raises(TypeError, match="ks: expected an integer"):
+        k_sweep(ks=[float("nan")])
+    with pytest.raises(ValueError, match="k: must be <= 10000"):
+        end_to_end(k=10**12)

@@ -488,7 +488,6 @@ ALLOWED: dict[str, dict[tuple[str, str], str]] = {
 #: recorded in /work/notes/REQUESTS.md for their owner; their batteries run and report (xfail), but do
 #: not fail the suite until the fixes land.  Take a module out once its batteries pass.
 BEING_REWRITTEN = ("speclib.core.variants", "speclib.core.adaptive", "speclib.core.engine",
-                   "speclib.book.article",
                    "speclib.book.wallclock")
 
 #: Failures whose cause lies in a module being rewritten, though they show in another module's

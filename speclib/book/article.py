@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validate import as_int, as_real
+from .._validate import MAX_DRAFT_LENGTH, MAX_NEW_TOKENS, as_int, as_int_list, as_real
 from ..core.decoding import GenerationStats
 from ..lm.models import dirichlet_targets, noisy_draft
 from ..core.theory import expected_tokens_per_pass
@@ -52,7 +52,7 @@ class SpeculativeDecoder:
     def __init__(self, vocab_size: int = 64, draft_noise: float = 0.3, draft_k: int = 4, seed: int = 42) -> None:
         self.vocab_size = as_int(vocab_size, "vocab_size", minimum=2)
         self.draft_noise = as_real(draft_noise, "draft_noise", low=0.0, high=1.0)
-        self.draft_k = as_int(draft_k, "draft_k", minimum=1)
+        self.draft_k = as_int(draft_k, "draft_k", minimum=1, maximum=MAX_DRAFT_LENGTH)
         self._rng = np.random.default_rng(as_int(seed, "seed", minimum=0))
         self.target_table = dirichlet_targets(self.vocab_size, N_CONTEXTS, self._rng)
         self.draft_table = noisy_draft(self.target_table, self.draft_noise)
@@ -93,7 +93,7 @@ class SpeculativeDecoder:
 
     def generate(self, context_id: int, n_tokens: int) -> tuple[list[int], GenerationStats]:
         """Speculative steps until ``n_tokens`` tokens; the last step's surplus is dropped."""
-        n_tokens = as_int(n_tokens, "n_tokens", minimum=0)
+        n_tokens = as_int(n_tokens, "n_tokens", minimum=0, maximum=MAX_NEW_TOKENS, why="tokens one call generates")
         stats, tokens = GenerationStats(), []
         while len(tokens) < n_tokens:
             new, n_acc, k = self.speculative_step(context_id)
@@ -108,7 +108,7 @@ class SpeculativeDecoder:
         Called "greedy" in the article, but it *samples* from q; greedy decoding would take
         the argmax.  The name is kept so the article's script runs unchanged.
         """
-        n_tokens = as_int(n_tokens, "n_tokens", minimum=0)
+        n_tokens = as_int(n_tokens, "n_tokens", minimum=0, maximum=MAX_NEW_TOKENS, why="tokens one call generates")
         stats, tokens = GenerationStats(), []
         q = self.q(context_id)
         for _ in range(n_tokens):
@@ -130,6 +130,13 @@ class SweepRow(NamedTuple):
     theory_at_alpha: float  #: the formula at alpha
 
 
+def _check_run(noise: object, n_tokens: object, seed: object) -> tuple[float, int, int]:
+    """The arguments every table shares, checked: at least one token, or its rates are 0 / 0."""
+    return (as_real(noise, "noise", low=0.0, high=1.0),
+            as_int(n_tokens, "n_tokens", minimum=1, maximum=MAX_NEW_TOKENS, why="tokens one call generates"),
+            as_int(seed, "seed", minimum=0))
+
+
 def _row(k: int, noise: float, n_tokens: int, seed: int) -> SweepRow:
     dec = SpeculativeDecoder(draft_noise=noise, draft_k=k, seed=seed)
     _, s = dec.generate(CONTEXT_ID, n_tokens)
@@ -143,11 +150,20 @@ def _row(k: int, noise: float, n_tokens: int, seed: int) -> SweepRow:
 
 def k_sweep(noise: float = 0.3, n_tokens: int = 2000, ks: tuple[int, ...] = (1, 2, 4, 8, 16), seed: int = 0) -> list[SweepRow]:
     """The article's first table: draft lengths at a fixed noise."""
+    noise, n_tokens, seed = _check_run(noise, n_tokens, seed)
+    ks = as_int_list(ks, "ks", minimum=1, maximum=MAX_DRAFT_LENGTH)
     return [_row(k, noise, n_tokens, seed) for k in ks]
 
 
 def noise_sweep(k: int = 4, n_tokens: int = 2000, noises: tuple[float, ...] = (0.0, 0.1, 0.3, 0.5, 0.8, 1.0), seed: int = 0) -> list[SweepRow]:
     """The article's second table: draft noise at a fixed K."""
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
+    _, n_tokens, seed = _check_run(0.0, n_tokens, seed)
+    if isinstance(noises, (str, bytes)) or not hasattr(noises, "__iter__"):
+        raise TypeError(f"noises: expected a sequence of noise levels in [0, 1], got {type(noises).__name__}")
+    noises = [as_real(noise, "noises", low=0.0, high=1.0) for noise in noises]
+    if not noises:
+        raise ValueError("noises: must contain at least one value")
     return [_row(k, noise, n_tokens, seed) for noise in noises]
 
 
@@ -163,6 +179,8 @@ class EndToEnd(NamedTuple):
 
 def end_to_end(k: int = 4, noise: float = 0.3, n_tokens: int = 500, seed: int = 1) -> EndToEnd:
     """The article's third table: speculative against one-token-per-pass decoding."""
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
+    noise, n_tokens, seed = _check_run(noise, n_tokens, seed)
     _, spec = SpeculativeDecoder(draft_noise=noise, draft_k=k, seed=seed).generate(CONTEXT_ID, n_tokens)
     _, base = SpeculativeDecoder(draft_noise=noise, draft_k=k, seed=seed).generate_greedy(CONTEXT_ID, n_tokens)
     return EndToEnd(spec, base)
