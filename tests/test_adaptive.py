@@ -505,3 +505,17 @@ def test_compare_controllers_shortcut_equals_running_the_monitor():
         want = sum(r.tokens_generated for r in runs) / sum(r.walltime(c) for r in runs)
         assert cmp.speedup["fixed K=4 + fallback"][i] == pytest.approx(want, rel=1e-12)
     assert any(fell_back) and not all(fell_back)  # both branches of the shortcut were exercised
+
+
+def test_compare_controllers_says_when_it_cannot_measure_noise_and_refuses_no_tokens():
+    from speclib.core.adaptive import compare_controllers
+
+    target, draft = markov_pair(vocab_size=8, draft_noise=0.4, seed=0)
+    one = compare_controllers(target, draft, [[0]], 20, [0.1], seed=0)
+    assert one.n_runs == 1 and np.isnan(one.stderr["fixed K=4"]).all()  # documented: one run has no spread
+    two = compare_controllers(target, draft, [[0], [1]], 20, [0.1], seed=0)
+    assert two.n_runs == 2 and np.isfinite(two.stderr["fixed K=4"]).all()
+    with pytest.raises(ValueError, match="n_tokens: must be >= 1"):
+        compare_controllers(target, draft, [[0]], 0, [0.1], seed=0)
+    with pytest.raises(ValueError, match="prompts \\(prompt 1\\): token 9"):
+        compare_controllers(target, draft, [[0], [9]], 5, [0.1], seed=0)

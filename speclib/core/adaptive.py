@@ -31,10 +31,11 @@ from typing import Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from .._validate import as_generator, as_int, as_real
+from .._validate import MAX_DRAFT_LENGTH, MAX_NEW_TOKENS, as_generator, as_int, as_real, as_tokens
 from .policies import (ConfidenceStop, Controller, FallbackMonitor, FixedK, HeuristicK, PeekingStop,  # noqa: F401
                        _check_controller, speculation_pays)
 from .decoding import GenerationStats, speculative_generate
+from .proposers import check_model
 
 
 # --- Running the policies --------------------------------------------------------------------
@@ -122,7 +123,7 @@ def hindsight_oracle(accepted_per_step: Sequence[int], k_max: int, c: float) -> 
     >>> hindsight_oracle([0, 4, 2], k_max=4, c=0.1).k_per_step
     array([0, 4, 2])
     """
-    k_max = as_int(k_max, "k_max", minimum=1)
+    k_max = as_int(k_max, "k_max", minimum=1, maximum=MAX_DRAFT_LENGTH)
     c = as_real(c, "c", low=0.0)
     n = np.asarray(accepted_per_step)
     if n.ndim != 1 or (n.size and (not np.issubdtype(n.dtype, np.integer) or n.min() < 0 or n.max() > k_max)):
@@ -143,9 +144,9 @@ class Comparison:
 
     ``speedup[name][i]`` is the pooled speed-up at ``c_values[i]``: all tokens of all runs
     divided by their total cost (plain decoding: 1).  ``stderr[name][i]`` is the standard
-    error of the mean of the per-run speed-ups, a measure of run-to-run noise;
-    ``tokens_per_pass`` and ``acceptance`` are pooled the same way (the oracle has no
-    acceptance rate of its own).
+    error of the mean of the per-run speed-ups, a measure of run-to-run noise (NaN when
+    ``n_runs`` is 1: one run has no spread to measure); ``tokens_per_pass`` and
+    ``acceptance`` are pooled the same way (the oracle has no acceptance rate of its own).
     """
 
     c_values: np.ndarray
@@ -153,6 +154,7 @@ class Comparison:
     stderr: dict[str, np.ndarray]
     tokens_per_pass: dict[str, np.ndarray]
     acceptance: dict[str, np.ndarray]
+    n_runs: int = 0  #: runs per controller (one per prompt); ``stderr`` needs at least 2
 
     def best(self, i: int, include_oracle: bool = False) -> str:
         """Name of the fastest controller at ``c_values[i]``."""
@@ -197,13 +199,34 @@ def compare_controllers(
     a monitor that never falls back reproduces the fixed-``k`` run exactly, so differences
     between controllers are not sampling noise of separate streams).  Controllers that do not
     depend on ``c`` run once; their cost at each ``c`` comes from the same counters.
+
+    With a single prompt the standard errors are NaN (``Comparison.n_runs`` says so): pass
+    two prompts or more to measure the run-to-run noise.
     """
+    vocab = check_model(target, "target")
+    if not hasattr(draft, "propose"):  # a proposer is checked by the loop
+        check_model(draft, "draft")
+    if isinstance(c_values, (str, bytes)) or not hasattr(c_values, "__iter__"):
+        raise TypeError(f"c_values: expected a sequence of cost ratios, got {type(c_values).__name__}")
     c_values = np.array([as_real(c, "c_values", low=0.0) for c in c_values])
+    if c_values.size == 0:
+        raise ValueError("c_values: need at least one cost ratio")
     seed = as_int(seed, "seed", minimum=0)
+    n_tokens = as_int(n_tokens, "n_tokens", minimum=1, maximum=MAX_NEW_TOKENS, why="tokens one call generates")
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
+    k_init = as_int(k_init, "k_init", minimum=1, maximum=MAX_DRAFT_LENGTH)
+    k_max = as_int(k_max, "k_max", minimum=1, maximum=MAX_DRAFT_LENGTH)
+    p_min = as_real(p_min, "p_min", low=0.0, high=1.0)
     if isinstance(prompts, np.ndarray) and prompts.ndim == 1:
         raise TypeError("prompts: expected a sequence of prompts, got a single 1-D array (wrap it in a list)")
+    if isinstance(prompts, (str, bytes)) or not hasattr(prompts, "__len__"):
+        raise TypeError(f"prompts: expected a sequence of prompts (token-id sequences), got {type(prompts).__name__}")
     if len(prompts) == 0:
         raise ValueError("prompts: need at least one prompt")
+    for j, prompt in enumerate(prompts):
+        if isinstance(prompt, (str, bytes)) or np.ndim(prompt) != 1:
+            raise TypeError(f"prompts: prompt {j} is not a sequence of token ids: {prompt!r}")
+        as_tokens(prompt, f"prompts (prompt {j})", vocab, allow_empty=False)
     makers: dict[str, Callable[[float], Controller]] = {
         f"fixed K={k}": lambda c: FixedK(k),
         "heuristic +2/-1": lambda c: HeuristicK(k_init),
@@ -245,4 +268,4 @@ def compare_controllers(
     long_runs = run_all(lambda: FixedK(k_max))
     record(ORACLE, [[hindsight_oracle(r.accepted_per_step, k_max, float(c)) for r in long_runs] for c in c_values])
     out["acceptance"][ORACLE][:] = np.nan
-    return Comparison(c_values, **out)
+    return Comparison(c_values, **out, n_runs=len(prompts))
