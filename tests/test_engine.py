@@ -463,3 +463,20 @@ def test_ngram_limits_are_clear_errors():
     big = ngram.NGramModel(np.arange(400) % 97, order=5, vocab_size=97)
     with pytest.raises(ValueError, match="target: an order-5 n-gram model over 97 tokens"):
         run_streams(big, big, 2, 10, 5, rng=0, prompt=[1, 2, 3, 4])
+
+
+def test_the_engines_public_rules_check_their_rows_but_its_rounds_use_the_trusted_cores():
+    from speclib.core.engine import acceptance_probabilities, residual_rows
+
+    with pytest.raises(ValueError, match="p_x: contains NaN"):
+        acceptance_probabilities(np.array([np.nan, 0.2]), np.array([0.3, 0.4]))
+    with pytest.raises(TypeError, match="q_x: expected numbers in"):
+        acceptance_probabilities(np.array([0.5, 0.2]), np.array(["0.3", "0.4"]))
+    with pytest.raises(ValueError, match="p: row 0 sums to 0.5"):
+        residual_rows(np.array([[0.25, 0.25, 0.0]]), np.array([[0.25, 0.25, 0.5]]))
+    with pytest.raises(ValueError, match="q: negative probability"):
+        residual_rows(np.array([[0.5, 0.5, 0.0]]), np.array([[-0.25, 0.75, 0.5]]))
+    # the defaults the engine runs with are the same rules without the checks
+    p, q = np.array([[0.5, 0.5, 0.0]]), np.array([[0.25, 0.25, 0.5]])
+    np.testing.assert_array_equal(residual_rows.step(p, q), residual_rows(p, q))
+    np.testing.assert_array_equal(acceptance_probabilities.step(p[0], q[0]), acceptance_probabilities(p[0], q[0]))

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple
 
 import numpy as np
 
-from .._validate import as_distribution, as_generator, as_int, as_tokens
+from .._validate import MAX_DRAFT_LENGTH, as_distribution, as_generator, as_int, as_probability_array, as_tokens
 from .decoding import GenerationStats
 from ..lm.models import FixedContextModel, MarkovModel
 
@@ -102,6 +102,14 @@ def acceptance_probabilities(p_x: np.ndarray, q_x: np.ndarray) -> np.ndarray:
     >>> acceptance_probabilities(np.array([0.5, 0.2]), np.array([0.25, 0.4]))
     array([0.5, 1. ])
     """
+    p_x = as_probability_array(p_x, "p_x")
+    q_x = as_probability_array(q_x, "q_x")
+    if p_x.shape != q_x.shape:
+        raise ValueError(f"p_x and q_x must have the same shape, got {p_x.shape} and {q_x.shape}")
+    return _acceptance_probabilities(p_x, q_x)
+
+
+def _acceptance_probabilities(p_x: np.ndarray, q_x: np.ndarray) -> np.ndarray:
     ratio = np.divide(q_x, p_x, out=np.ones_like(q_x, dtype=float), where=p_x > 0)
     return np.minimum(1.0, ratio)
 
@@ -116,9 +124,22 @@ def residual_rows(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     >>> residual_rows(np.array([[0.5, 0.5, 0.0]]), np.array([[0.25, 0.25, 0.5]]))
     array([[0., 0., 1.]])
     """
+    p = as_distribution(p, "p")
+    q = as_distribution(q, "q")
+    if p.shape != q.shape:
+        raise ValueError(f"p and q must have the same shape, got {p.shape} and {q.shape}")
+    return _residual_rows(p, q)
+
+
+def _residual_rows(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     excess = np.maximum(q - p, 0.0)
     z = excess.sum(axis=-1, keepdims=True)
     return np.where(z > 0, excess / np.where(z > 0, z, 1.0), q)
+
+
+#: The trusted cores the engine calls on its own, already checked rows (once per round).
+acceptance_probabilities.step = _acceptance_probabilities
+residual_rows.step = _residual_rows
 
 
 # --- results ----------------------------------------------------------------------------------
@@ -629,7 +650,7 @@ def run_streams(
     vocab = Q.probs.shape[1]
     if P.probs.shape[1] != vocab:
         raise ValueError(f"draft: vocabulary of {P.probs.shape[1]} tokens differs from the target's {vocab}")
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     n_streams = as_int(n_streams, "n_streams", minimum=1)
     n_tokens = as_int(n_tokens, "n_tokens", minimum=0)
     if n_streams * n_tokens > MAX_TOKENS:
@@ -647,6 +668,7 @@ def run_streams(
     for hook, name in ((accept, "accept"), (correct, "correct")):
         if not callable(hook):
             raise TypeError(f"{name}: expected a function, got {type(hook).__name__}")
+    accept, correct = getattr(accept, "step", accept), getattr(correct, "step", correct)
 
     tokens = np.zeros((n_streams, n_tokens), dtype=np.int32)
     # When both models are in the same context at every position (both fixed, or both Markov),
@@ -722,10 +744,13 @@ def run_fixed_steps(
     q = as_distribution(q, "q", ndim=1)
     if p.shape != q.shape:
         raise ValueError(f"p and q must have the same shape, got {p.shape} and {q.shape}")
-    k = as_int(k, "k", minimum=1)
-    n_steps = as_int(n_steps, "n_steps", minimum=0)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
+    n_steps = as_int(n_steps, "n_steps", minimum=0, maximum=MAX_TOKENS, why="steps one call simulates")
     rng = as_generator(rng)
     bonus = _check_bool(bonus, "bonus")
+    if not callable(accept):
+        raise TypeError(f"accept: expected a function, got {type(accept).__name__}")
+    accept = getattr(accept, "step", accept)
 
     sampler = _sampler(p[None, :])
     accept_x = accept(p, q)
