@@ -518,6 +518,56 @@ def check_top_p_row(top_p_row) -> None:
     passed("top_p_row agrees with speclib.core.warping.warp_distribution(q, top_p=...) on every case.")
 
 
+def _late_temperature_reference(p, q, temperature: float):
+    """First token of a k = 1 step that verifies warped rows but warps the *raw* residual."""
+    import numpy as np
+
+    from ..core.warping import warp_distribution
+
+    p_hot, q_hot = warp_distribution(p, temperature), warp_distribution(q, temperature)
+    kept = np.minimum(p_hot, q_hot)
+    raw_residual = np.maximum(q - p, 0.0)
+    late = warp_distribution(raw_residual / raw_residual.sum(), temperature)
+    return kept + (1.0 - kept.sum()) * late
+
+
+def check_late_temperature_first_token(late_temperature_first_token) -> None:
+    """Exercise ex-10-2: ``late_temperature_first_token(p, q, temperature)``.
+
+    The decoder verifies with the warped rows but computes the residual from the raw rows
+    and applies the temperature to it afterwards.  The reference is computed here from
+    ``warp_distribution``; only whether the student's row matches is reported.
+    """
+    import numpy as np
+
+    from ..core.warping import warp_distribution
+
+    rng = np.random.default_rng(10)
+    # Residuals with two or more unequal entries: warping a one-hot or flat residual changes nothing.
+    cases = [(np.array([0.6, 0.1, 0.1, 0.2]), np.array([0.2, 0.3, 0.4, 0.1]), 0.5),
+             (np.array([0.8, 0.1, 0.1]), np.array([0.3, 0.5, 0.2]), 0.7),
+             (np.array([0.7, 0.2, 0.1, 0.0]), np.array([0.1, 0.2, 0.3, 0.4]), 2.0)]
+    cases += [(*rng.dirichlet(np.ones(4), size=2), t) for t in (0.6, 1.5)]
+    for p, q, temperature in cases:
+        where = (f"for p = {np.round(p, 3).tolist()}, q = {np.round(q, 3).tolist()}, "
+                 f"temperature = {temperature}")
+        got = _row_or_fail(call_student(late_temperature_first_token, p.copy(), q.copy(), temperature), p.size,
+                           where)
+        want = _late_temperature_reference(p, q, temperature)
+        if (got < -1e-12).any() or abs(got.sum() - 1) > 1e-9:
+            raise ExerciseError(f"{where}: your row is not a distribution (it sums to {got.sum():.6g}). The kept "
+                                "drafts and the replacements must account for all the probability.")
+        if np.allclose(got, want, atol=1e-9):
+            continue
+        if np.allclose(got, warp_distribution(q, temperature), atol=1e-9):
+            raise ExerciseError(f"{where}: that is the warped target, what a correct decoder emits. This "
+                                "decoder builds its replacement differently: from which rows is its residual "
+                                "computed, and when is the temperature applied to it?")
+        raise ExerciseError(f"{where}: not what this decoder emits. Which rows decide whether the draft is kept, "
+                            "and which distribution is the replacement drawn from?")
+    passed("late_temperature_first_token matches the faulty step on every case.")
+
+
 def _exact_calls():
     """Chapter 10's four speculative configurations: (target model, draft model) for each letter."""
     from ..core.warping import warp
@@ -660,6 +710,87 @@ def check_argmax_first_token(argmax_draft_first_token) -> None:
                                 "chance is it kept (using the probability the verifier is told), and what "
                                 "replaces it otherwise?")
     passed("argmax_draft_first_token matches the exact enumeration of the faulty step.")
+
+
+def check_kept_rejection_two_tokens(kept_rejection_two_tokens) -> None:
+    """Exercise ex-11-3: the first two tokens when a rejected draft is kept before its correction.
+
+    One step with ``k = 1`` and context-free rows: the draft ``x ~ p`` is kept with
+    probability ``min(1, q(x)/p(x))`` and followed by the bonus ``~ q``; the faulty verifier
+    emits ``x`` *and* the residual draw after a rejection.  The reference is the step's
+    enumeration, computed here; only agreement is reported.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(12)
+    cases = [(np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5])),
+             (np.array([0.6, 0.4, 0.0]), np.array([0.7, 0.1, 0.2]))]
+    cases += [tuple(rng.dirichlet(np.ones(4), size=2)) for _ in range(3)]
+    for p, q in cases:
+        where = f"for p = {np.round(p, 3).tolist()}, q = {np.round(q, 3).tolist()}"
+        got = _numbers_or_fail(call_student(kept_rejection_two_tokens, p.copy(), q.copy()), where,
+                               "a matrix of probabilities")
+        if got.shape != (p.size, p.size):
+            raise ExerciseError(f"{where}: expected a matrix of shape ({p.size}, {p.size}) whose entry [x, y] is "
+                                f"the probability that the output starts x, y; got shape {got.shape}")
+        if not np.isfinite(got).all() or (got < -1e-12).any() or abs(got.sum() - 1) > 1e-9:
+            raise ExerciseError(f"{where}: your matrix is not a distribution over pairs (it sums to "
+                                f"{got.sum():.6g}); every step emits two tokens here, kept or not.")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            keep = np.where(p > 0, np.minimum(1.0, q / np.where(p > 0, p, 1.0)), 0.0)
+        residual = np.maximum(q - p, 0.0)
+        residual /= residual.sum()
+        want = p[:, None] * (keep[:, None] * q[None, :] + (1 - keep)[:, None] * residual[None, :])
+        if np.allclose(got, want, atol=1e-9):
+            continue
+        if np.allclose(got, np.outer(q, q), atol=1e-9):
+            raise ExerciseError(f"{where}: that is the target's own distribution, what a correct decoder emits. "
+                                "Which token comes first in this decoder's output, kept or rejected?")
+        if not np.allclose(got.sum(axis=1), p, atol=1e-9):
+            raise ExerciseError(f"{where}: the first token of your pairs is not distributed as it should be. "
+                                "What is the first token of every step of this decoder?")
+        raise ExerciseError(f"{where}: the first token is right, but not what follows it. What comes after a kept "
+                            "draft, and what after a rejected one?")
+    passed("kept_rejection_two_tokens matches the exact enumeration of the faulty step.")
+
+
+def check_fresh_coin_verifier(fresh_coin_verify) -> None:
+    """Exercise ex-11-1: a repaired verifier that draws one uniform number per draft."""
+    import numpy as np
+
+    from . import broken
+    from ..core.audit import AUDIT_LEVEL, audit
+    from ..core.decoding import speculative_generate
+    from ..core.exact import target_sequence_distribution
+
+    # Each of two drafts is kept with probability 1/2; independent coins keep both in 1/4 of blocks.
+    p = np.array([[0.5, 0.5], [0.5, 0.5]])
+    q = np.array([[0.75, 0.25], [0.75, 0.25], [0.5, 0.5]])
+    n_blocks, both = 2000, 0
+    for seed in range(n_blocks):
+        out = call_student(fresh_coin_verify, np.array([1, 1]), p, q, np.random.default_rng(seed))
+        if not isinstance(out, tuple) or len(out) != 2:
+            raise ExerciseError(f"your verifier returned {_describe(out)}; return a pair (tokens, n_accepted) as "
+                                "verify() does")
+        n_accepted = out[1]
+        if isinstance(n_accepted, (bool, np.bool_)) or not isinstance(n_accepted, (int, np.integer)):
+            raise ExerciseError(f"your verifier returned n_accepted = {_describe(n_accepted)}; expected an int, "
+                                "the number of drafts kept")
+        both += int(n_accepted == 2)
+    # Binomial(2000, 1/4) has standard deviation 19.4; 5 standard deviations is far from both 500 and 1000.
+    if abs(both - n_blocks / 4) > 5 * np.sqrt(n_blocks * 0.25 * 0.75):
+        raise ExerciseError(f"with drafts [1, 1], each kept with probability 1/2, your verifier keeps both in "
+                            f"{both} of {n_blocks} blocks. Should keeping the first draft make keeping the second "
+                            "more likely?")
+    target, draft = broken.zoo_pair()
+    reference = target_sequence_distribution(target, [0], 3)
+    result = audit(lambda n, rng: speculative_generate(target, draft, [0], n, 2, rng, verifier=fresh_coin_verify),
+                   reference, n_samples=1500, rng=2024)
+    if not result.passed:
+        raise ExerciseError(f"the audit (k = 2, 1500 samples of 3 tokens) rejects your verifier: p-value "
+                            f"{result.pvalue:.2g} < {AUDIT_LEVEL:g}. Compare it with verify() line by line.")
+    passed(f"The repaired verifier keeps both drafts in {both} of {n_blocks} blocks and passes the audit "
+           f"(p-value {result.pvalue:.2f}).")
 
 
 # --- Chapters 12-13: adaptive draft length, production variants
