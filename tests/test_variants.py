@@ -636,3 +636,31 @@ def test_typical_bonus_comes_from_the_row_after_the_last_draft():
     p = draft([0])[0]
     want = p[:, None] * target.transition
     np.testing.assert_allclose(law, want, atol=TOLERANCE)
+
+
+def test_the_variants_public_functions_refuse_bad_rows_and_flags_by_name():
+    from speclib.core.variants import (accepted_length, entropy, exact_match_fresh_draw, exact_match_verify,
+                                       greedy_match_verify, total_variation, typical_threshold, typical_verify)
+
+    q = np.array([0.5, 0.25, 0.25])
+    joint = np.full((3, 3), 1 / 9)  # a law of two tokens: sums to 1 over all its entries, not per row
+    assert total_variation(joint, joint) == 0.0
+    for a, match in [(np.array([np.nan, 0.5, 0.5]), "a: row 0 contains NaN"), (q * 0.5, "a: row 0 sums to 0.5"),
+                     (q.astype(str), "a: expected an array of probabilities"), (0.5, "a: expected an array")]:
+        with pytest.raises((TypeError, ValueError), match=match):
+            total_variation(a, q)
+    with pytest.raises(ValueError, match="q: negative probability"):
+        entropy([-0.5, 1.5])
+    with pytest.raises(ValueError, match="delta: must be <= 1.0"):
+        typical_threshold(q, 0.1, 1.5)
+    with pytest.raises(ValueError, match="epsilon: must be finite"):
+        typical_threshold(q, float("nan"), 0.3)
+    p_rows, q_rows = np.full((1, 3), 1 / 3), np.full((2, 3), 1 / 3)
+    for verifier in (exact_match_verify, exact_match_fresh_draw, greedy_match_verify,
+                     functools.partial(typical_verify, epsilon=0.1, delta=0.3)):
+        with pytest.raises(TypeError, match="bonus: expected True or False"):
+            verifier([0], p_rows, q_rows, 0, bonus="False")
+        with pytest.raises(ValueError, match="draft_tokens: token 7"):
+            verifier([7], p_rows, q_rows, 0)
+    with pytest.raises(ValueError, match="n_accepted: must be >= 0"):
+        accepted_length(3, -1)

@@ -45,7 +45,8 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from .._validate import as_distribution, as_generator, as_int, as_real, as_tokens
+from .._validate import (MAX_DRAFT_LENGTH, MAX_ENTRIES, MAX_NEW_TOKENS, as_bool, as_distribution, as_generator,
+                         as_int, as_real, as_tokens, model_rows)
 from .cache import fed_tokens
 from .decoding import _check_model, prepare_run
 from .proposers import _lookup, lookup_draft  # noqa: F401  (lookup_draft: the chapter imports it from here)
@@ -60,11 +61,24 @@ def _check_pair(target: Callable, draft: Callable) -> int:
 
 
 def total_variation(a: np.ndarray, b: np.ndarray) -> float:
-    """``0.5 * sum |a - b|``: the largest difference in probability the two assign to any event."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    """``0.5 * sum |a - b|``: the largest difference in probability the two assign to any event.
+
+    ``a`` and ``b`` are two distributions of any shape (a row, or the joint law of a sequence
+    of shape ``(V,) * length``): finite, non-negative, each summing to 1 over all entries.
+    """
+    a, b = _whole_distribution(a, "a"), _whole_distribution(b, "b")
     if a.shape != b.shape:
         raise ValueError(f"a and b must have the same shape, got {a.shape} and {b.shape}")
     return float(0.5 * np.abs(a - b).sum())
+
+
+def _whole_distribution(values: object, name: str) -> np.ndarray:
+    """``values`` as one distribution over all its entries (whatever its shape), checked."""
+    arr = np.asarray(values) if not isinstance(values, (str, bytes)) else values
+    if isinstance(arr, np.ndarray) and arr.ndim == 0:
+        raise ValueError(f"{name}: expected an array of probabilities, got a scalar")
+    flat = as_distribution(np.ravel(arr) if isinstance(arr, np.ndarray) else arr, name, ndim=1)
+    return flat.reshape(np.shape(arr))
 
 
 # --- Greedy match: the negative control for point-mass drafts ---------------------------------
@@ -77,7 +91,7 @@ def greedy_match_verify(draft_tokens, p_draft, q_target, rng, *, bonus: bool = T
     favourite, and a rejection draws from ``q`` as if nothing had been kept.
     """
     draft_tokens, p_draft, q_target = check_block(draft_tokens, p_draft, q_target)
-    return _greedy_match_step(draft_tokens, p_draft, q_target, as_chooser(rng), bonus=bonus)
+    return _greedy_match_step(draft_tokens, p_draft, q_target, as_chooser(rng), bonus=as_bool(bonus, "bonus"))
 
 
 def _greedy_match_step(draft_tokens, p_draft, q_target, choose, *, bonus: bool = True) -> Verification:
@@ -119,7 +133,7 @@ def recursive_rejection_rates(p: np.ndarray, q: np.ndarray, m: int) -> np.ndarra
     q = as_distribution(q, "q", ndim=1)
     if p.shape != q.shape:
         raise ValueError(f"p and q must have the same shape, got {p.shape} and {q.shape}")
-    m = as_int(m, "m", minimum=1)
+    m = as_int(m, "m", minimum=1, maximum=MAX_DRAFT_LENGTH, why="candidate drafts")
     rates, r = np.zeros(m), q
     for j in range(m):
         rates[j] = np.minimum(p, r).sum()
@@ -196,7 +210,8 @@ def multi_draft_verify(
         raise ValueError(f"drafts: expected shape ({m}, {k}) to match p_draft, got {drafts.shape}")
     if q_target.shape != (m, k + 1, vocab):
         raise ValueError(f"q_target: expected shape ({m}, {k + 1}, {vocab}), got {q_target.shape}")
-    return _multi_draft_step(drafts, p_draft, q_target, as_chooser(rng), recursive=recursive, bonus=bonus)
+    return _multi_draft_step(drafts, p_draft, q_target, as_chooser(rng), recursive=as_bool(recursive, "recursive"),
+                             bonus=as_bool(bonus, "bonus"))
 
 
 def _multi_draft_step(drafts, p_draft, q_target, choose, *, recursive: bool = True, bonus: bool = True) -> Verification:
@@ -232,7 +247,10 @@ multi_draft_verify.step = _multi_draft_step
 
 def entropy(q: np.ndarray) -> np.ndarray | float:
     """Shannon entropy in nats along the last axis (``0 log 0 = 0``)."""
-    q = np.asarray(q, dtype=float)
+    return _entropy(as_distribution(q, "q"))
+
+
+def _entropy(q: np.ndarray) -> np.ndarray | float:
     with np.errstate(divide="ignore", invalid="ignore"):
         h = -np.where(q > 0, q * np.log(q), 0.0).sum(axis=-1)
     return float(h) if h.ndim == 0 else h
@@ -240,11 +258,19 @@ def entropy(q: np.ndarray) -> np.ndarray | float:
 
 def typical_threshold(q: np.ndarray, epsilon: float, delta: float) -> np.ndarray | float:
     """Medusa's acceptance threshold ``min(epsilon, delta * exp(-H(q)))``, row by row."""
-    return np.minimum(epsilon, delta * np.exp(-entropy(q)))
+    q = as_distribution(q, "q")
+    epsilon, delta = _check_typical(epsilon, delta)
+    return _typical_threshold(q, epsilon, delta)
+
+
+def _typical_threshold(q: np.ndarray, epsilon: float, delta: float) -> np.ndarray | float:
+    return np.minimum(epsilon, delta * np.exp(-_entropy(q)))
 
 
 def _check_typical(epsilon: float, delta: float) -> tuple[float, float]:
-    return as_real(epsilon, "epsilon", low=0.0, high=1.0), as_real(delta, "delta", low=0.0)
+    # delta <= 1: exp(-H(q)) <= max q, so a larger delta could set the threshold above
+    # every probability of the row (Medusa's delta is about sqrt(epsilon)).
+    return as_real(epsilon, "epsilon", low=0.0, high=1.0), as_real(delta, "delta", low=0.0, high=1.0)
 
 
 def typical_verify(draft_tokens, p_draft, q_target, rng, *, epsilon: float, delta: float,
@@ -259,12 +285,13 @@ def typical_verify(draft_tokens, p_draft, q_target, rng, *, epsilon: float, delt
     """
     epsilon, delta = _check_typical(epsilon, delta)
     draft_tokens, p_draft, q_target = check_block(draft_tokens, p_draft, q_target)
-    return _typical_step(draft_tokens, p_draft, q_target, as_chooser(rng), epsilon=epsilon, delta=delta, bonus=bonus)
+    return _typical_step(draft_tokens, p_draft, q_target, as_chooser(rng), epsilon=epsilon, delta=delta,
+                         bonus=as_bool(bonus, "bonus"))
 
 
 def _typical_step(draft_tokens, p_draft, q_target, choose, *, epsilon: float, delta: float,
                   bonus: bool = True) -> Verification:
-    thresholds = typical_threshold(q_target, epsilon, delta)
+    thresholds = _typical_threshold(q_target, epsilon, delta)
     for i, x in enumerate(draft_tokens):
         if not q_target[i, x] > thresholds[i]:
             return Verification(np.append(draft_tokens[:i], choose.token(q_target[i])), i)
@@ -287,7 +314,7 @@ def typical_first_token(p: np.ndarray, q: np.ndarray, epsilon: float, delta: flo
     if p.shape != q.shape:
         raise ValueError(f"p and q must have the same shape, got {p.shape} and {q.shape}")
     epsilon, delta = _check_typical(epsilon, delta)
-    keep = q > np.asarray(typical_threshold(q, epsilon, delta))[..., None]
+    keep = q > np.asarray(_typical_threshold(q, epsilon, delta))[..., None]
     kept = np.where(keep, p, 0.0)
     return kept + (1.0 - kept.sum(axis=-1, keepdims=True)) * q
 
@@ -319,7 +346,7 @@ def typical_acceptance(p: np.ndarray, q: np.ndarray, epsilon: float, delta: floa
     if p.shape != q.shape:
         raise ValueError(f"p and q must have the same shape, got {p.shape} and {q.shape}")
     epsilon, delta = _check_typical(epsilon, delta)
-    above = q > np.asarray(typical_threshold(q, epsilon, delta))[..., None]
+    above = q > np.asarray(_typical_threshold(q, epsilon, delta))[..., None]
     parts = (np.where(above, p, 0.0), np.minimum(p, q), np.where(above, np.maximum(p - q, 0.0), 0.0),
              np.where(above, 0.0, np.minimum(p, q)))
     sums = [part.sum(axis=-1) for part in parts]
@@ -347,7 +374,7 @@ def text_acceptance(target: Callable, draft: Callable, tokens: np.ndarray, start
     if start >= tokens.size:
         raise ValueError(f"start: must be below the text length {tokens.size}, got {start}")
     rows = slice(start - 1, tokens.size - 1)  # row i predicts token i + 1
-    q, p = np.asarray(target(tokens))[rows], np.asarray(draft(tokens))[rows]
+    q, p = model_rows(target, tokens, "target")[rows], model_rows(draft, tokens, "draft")[rows]
     return float(np.minimum(p, q).sum(axis=1).mean())
 
 
@@ -363,7 +390,7 @@ def exact_match_verify(draft_tokens, p_draft, q_target, rng, *, bonus: bool = Tr
     :func:`speclib.core.sampling.verify` (``p_draft`` is not needed).
     """
     draft_tokens, p_draft, q_target = check_block(draft_tokens, p_draft, q_target)
-    return _exact_match_step(draft_tokens, p_draft, q_target, as_chooser(rng), bonus=bonus)
+    return _exact_match_step(draft_tokens, p_draft, q_target, as_chooser(rng), bonus=as_bool(bonus, "bonus"))
 
 
 def _exact_match_step(draft_tokens, p_draft, q_target, choose, *, bonus: bool = True,
@@ -389,7 +416,8 @@ def exact_match_fresh_draw(draft_tokens, p_draft, q_target, rng, *, bonus: bool 
     over-represented: the output drifts from ``q``.
     """
     draft_tokens, p_draft, q_target = check_block(draft_tokens, p_draft, q_target)
-    return _exact_match_step(draft_tokens, p_draft, q_target, as_chooser(rng), bonus=bonus, fresh_draw=True)
+    return _exact_match_step(draft_tokens, p_draft, q_target, as_chooser(rng), bonus=as_bool(bonus, "bonus"),
+                             fresh_draw=True)
 
 
 exact_match_fresh_draw.step = functools.partial(_exact_match_step, fresh_draw=True)
@@ -481,11 +509,14 @@ def batch_generate(
     vocab = _check_pair(target, draft)
     if isinstance(prompts, np.ndarray) and prompts.ndim == 1:
         raise TypeError("prompts: expected a sequence of prompts (one per sequence), got a single 1-D array")
+    if isinstance(prompts, (str, bytes)) or not hasattr(prompts, "__iter__"):
+        raise TypeError(f"prompts: expected a sequence of prompts (one per sequence), got {type(prompts).__name__}")
     prompts = [as_tokens(pr, f"prompts[{i}]", vocab, allow_empty=False) for i, pr in enumerate(prompts)]
     if not prompts:
         raise ValueError("prompts: need at least one prompt")
-    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0)
-    k = as_int(k, "k", minimum=1)
+    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0, maximum=MAX_NEW_TOKENS,
+                            why="tokens one call generates")
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     if policy not in ("pad", "truncate"):
         raise ValueError(f"policy: expected 'pad' or 'truncate', got {policy!r}")
 
@@ -517,7 +548,7 @@ def batch_generate(
 def block_length_cdf(alpha: float, k: int) -> np.ndarray:
     """``P(n <= j)`` for ``j = 0 .. k + 1``, ``n`` the tokens of one step under independent acceptance."""
     alpha = as_real(alpha, "alpha", 0.0, 1.0)
-    k = as_int(k, "k", minimum=1)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     j = np.arange(k + 2)
     cdf = 1.0 - alpha ** j  # n <= j  iff  one of the first j drafts is rejected
     cdf[0] = 0.0
@@ -575,6 +606,10 @@ class RecurrentModel:
     def __init__(self, vocab_size: int, hidden_size: int = 16, seed: int = 0, temperature: float = 1.0) -> None:
         self.vocab_size = as_int(vocab_size, "vocab_size", minimum=2)
         self.hidden_size = as_int(hidden_size, "hidden_size", minimum=1)
+        if self.hidden_size * max(self.hidden_size, self.vocab_size) > MAX_ENTRIES:
+            big = "hidden_size" if self.hidden_size >= self.vocab_size else "vocab_size"
+            raise ValueError(f"{big}: too large, a weight matrix would hold more than {MAX_ENTRIES:,} entries "
+                             f"(vocab_size={self.vocab_size}, hidden_size={self.hidden_size})")
         self.temperature = as_real(temperature, "temperature", low=1e-3)
         rng = as_generator(as_int(seed, "seed", minimum=0))
         h = self.hidden_size
@@ -621,6 +656,7 @@ class RecurrentModel:
 def recurrent_pair(vocab_size: int = 8, hidden_size: int = 16, seed: int = 0,
                    draft_temperature: float = 1.5) -> tuple[RecurrentModel, RecurrentModel]:
     """A ``(target, draft)`` pair: the same recurrent network, the draft at a higher temperature."""
+    draft_temperature = as_real(draft_temperature, "draft_temperature", low=1e-3)
     target = RecurrentModel(vocab_size, hidden_size, seed)
     return target, RecurrentModel(vocab_size, hidden_size, seed, temperature=draft_temperature)
 
@@ -716,7 +752,7 @@ def accepted_length(prefix_length: int, n_accepted: int) -> int:
     The correction or bonus token is not in the cache yet (no pass has read it); the next
     step reads it first.
     """
-    return prefix_length + n_accepted
+    return as_int(prefix_length, "prefix_length", minimum=0) + as_int(n_accepted, "n_accepted", minimum=0)
 
 
 class ArgmaxDraft:
@@ -761,7 +797,9 @@ def lookup_replay(tokens: np.ndarray, k: int, start: int, n_max: int = 3, n_min:
     [1, 4, 1]
     """
     tokens = as_tokens(tokens, "tokens")
-    k = as_int(k, "k", minimum=1)
+    if tokens.size and tokens.min() < 0:
+        raise ValueError(f"tokens: token ids are >= 0, got {int(tokens.min())} at position {int(np.argmin(tokens))}")
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
     start = as_int(start, "start", minimum=1)
     lookup_draft(tokens[:1], 1, n_max, n_min)  # checks n_max and n_min
     if start >= tokens.size:
