@@ -1002,3 +1002,88 @@ def check_speedup_with_fixed(speedup_with_fixed) -> None:
                 raise ExerciseError(f"{where}: you returned {got:.4f}, which is off. Write the cost of a "
                                     "plain run and of a speculative run, both in single-token target passes.")
     passed("speedup_with_fixed agrees with speclib.book.wallclock.speedup_with_fixed on every case tried.")
+
+
+# --- Chapter 14: your own models
+
+def check_acceptance_from_library_steps(acceptance_from_steps, runs=()) -> None:
+    """Exercise ex-14-1: ``acceptance_from_steps(k_per_step, tokens_per_step)``, accepted / verified drafts.
+
+    The per-pass counts are those ``speclib.lm.hf.library_generate`` records; ``runs`` may add
+    the :class:`~speclib.core.decoding.GenerationStats` of real runs to the cases tried.
+    """
+    import math
+
+    import numpy as np
+
+    from ..core.decoding import GenerationStats
+
+    rng = np.random.default_rng(14)
+    drafts = rng.integers(0, 6, size=40)
+    cases = [([4, 4, 4], [5, 5, 5]), ([3, 3], [1, 1]), ([4, 4, 4], [3, 5, 1]), ([2, 2, 0], [3, 2, 1]),
+             ([1, 3, 5, 2], [2, 1, 4, 3]), (list(drafts), [int(rng.integers(1, d + 2)) for d in drafts])]
+    for stats in runs:
+        if not isinstance(stats, GenerationStats):
+            raise TypeError(f"runs: expected GenerationStats, got {type(stats).__name__}")
+        cases.append((list(stats.k_per_step), list(stats.tokens_per_step)))
+    for k_per_step, tokens_per_step in cases:
+        right = GenerationStats()
+        for d, e in zip(k_per_step, tokens_per_step):
+            right.record_step(d, e - 1, e)
+        if math.isnan(right.acceptance_rate):
+            continue
+        short = len(k_per_step) < 8
+        where = (f"k_per_step = {k_per_step}, tokens_per_step = {tokens_per_step}" if short
+                 else f"a run of {len(k_per_step)} target passes")
+        got = _as_float_or_fail(call_student(acceptance_from_steps, list(k_per_step), list(tokens_per_step)),
+                                where)
+        if abs(got - right.acceptance_rate) <= 1e-12:
+            continue
+        if abs(got - right.accepted_per_proposed) <= 1e-12:
+            raise ExerciseError(f"{where}: you divided by every drafted token. The target judges the drafts "
+                                "in order: which of them did it never judge?")
+        if abs(got - sum(tokens_per_step) / max(sum(k_per_step), 1)) <= 1e-12:
+            raise ExerciseError(f"{where}: you counted every emitted token as an accepted draft. Which token "
+                                "of each pass is the target's own?")
+        if abs(got - right.accepted / (right.accepted + len(k_per_step))) <= 1e-12:
+            raise ExerciseError(f"{where}: you counted one rejected draft in every pass. Does a pass that "
+                                "kept all its drafts (or scored none) have a rejected one?")
+        raise ExerciseError(f"{where}: you returned {got:.4f}, which is off. Per pass: how many drafts did "
+                            "it keep, and how many did the target judge?")
+    passed("acceptance_from_steps agrees with GenerationStats.acceptance_rate on every case tried.")
+
+
+def check_rows_over_vocabulary(rows_over_vocabulary) -> None:
+    """Exercise ex-14-2: ``rows_over_vocabulary(logits, V)``, rows over the first ``V`` of padded logits."""
+    import numpy as np
+
+    from ..lm.transformer import softmax_rows
+
+    rng = np.random.default_rng(3)
+    big = rng.normal(0.0, 3.0, size=(4, 12))
+    big[:, 10:] += 5.0  # padding columns more likely than the real ids: slicing after the softmax loses most
+    cases = [(rng.normal(0.0, 3.0, size=(5, 105)), 97), (rng.normal(0.0, 2.0, size=(3, 8)), 8),
+             (big, 10), (800.0 + rng.normal(0.0, 1.0, size=(2, 20)), 16)]
+    for logits, vocab in cases:
+        n, width = logits.shape
+        where = f"for logits of shape {logits.shape} and V = {vocab}"
+        got = _numbers_or_fail(call_student(rows_over_vocabulary, logits.copy(), vocab), where,
+                               "an array of probabilities")
+        if got.shape == logits.shape and width != vocab:
+            raise ExerciseError(f"{where}: you returned rows over all {width} columns. The last "
+                                f"{width - vocab} are padding, not ids of the tokenizer.")
+        if got.shape != (n, vocab):
+            raise ExerciseError(f"{where}: expected rows of shape ({n}, {vocab}), got shape {got.shape}")
+        if not np.isfinite(got).all():
+            raise ExerciseError(f"{where}: your rows contain NaN or infinity. exp of a large logit "
+                                "overflows: what can you subtract from each row first?")
+        if (got < 0).any():
+            raise ExerciseError(f"{where}: your rows have a negative entry, which no probability is")
+        sums = got.sum(axis=1)
+        if np.abs(sums - 1).max() > 1e-9:
+            raise ExerciseError(f"{where}: your rows sum to between {sums.min():.4g} and {sums.max():.4g}, "
+                                "not 1. Where did the missing mass go?")
+        if not np.allclose(got, softmax_rows(logits[:, :vocab]), rtol=1e-9, atol=1e-12):
+            raise ExerciseError(f"{where}: your rows sum to 1 but are not the softmax of the real ids' "
+                                "logits. Which columns are the real ids?")
+    passed("rows_over_vocabulary gives the softmax over the real ids on every case tried.")
