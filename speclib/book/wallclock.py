@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .._validate import as_int, as_real, as_tokens
+from .._validate import MAX_NEW_TOKENS, as_int, as_int_list, as_real, as_tokens
 from ..core.decoding import autoregressive_generate, speculative_generate
 from ..core.proposers import check_model
 from ..core.theory import expected_tokens_per_pass
@@ -229,16 +229,19 @@ def wallclock_experiment(target: Callable, draft: Callable, prompts: list, n_new
     """
     vocab = check_model(target, "target")
     prompts = _check_prompts(prompts, vocab)
-    n_new = as_int(n_new, "n_new", minimum=1)
+    n_new = as_int(n_new, "n_new", minimum=1, maximum=MAX_NEW_TOKENS, why="tokens one run generates")
     reps = as_int(reps, "reps", minimum=1)
-    ks_all = np.array([0] + [as_int(k, "ks", minimum=1) for k in ks])
+    ks_all = np.array([0] + as_int_list(ks, "ks", minimum=1))
     shape = (ks_all.size, len(prompts), reps)
     fields = {name: np.full(shape, np.nan) for name in (
         "seconds", "target_seconds", "draft_seconds", "target_passes", "draft_passes", "steps", "accepted",
         "verified", "target_pass", "draft_pass", "fixed_seconds")}
     with blas_threads(as_int(threads, "threads", minimum=1)):
         # Warm-up, untimed: the first call of a model may build tables or touch cold memory.
-        autoregressive_generate(target, prompts[0], 2, rng=seed)
+        try:
+            autoregressive_generate(target, prompts[0], 2, rng=seed)
+        except ValueError as exc:  # plain decoding calls its only model "model"
+            raise ValueError(f"target: {exc}") from None
         speculative_generate(target, draft, prompts[0], 4, 2, rng=seed)
         for r in range(reps):
             for j, prompt in enumerate(prompts):
@@ -277,8 +280,11 @@ def last_level_cache_bytes(sysfs: str = "/sys/devices/system/cpu/cpu0/cache") ->
     Whether a model's weights fit in it decides whether a pass over a few tokens is bound by
     memory bandwidth (they do not fit) or by arithmetic (they do).
     """
+    import os
     from pathlib import Path
 
+    if not isinstance(sysfs, (str, os.PathLike)):
+        raise TypeError(f"sysfs: expected a folder path, got {type(sysfs).__name__}")
     sizes = []
     for index in Path(sysfs).glob("index*"):
         try:
