@@ -123,3 +123,25 @@ def test_verify_refuses_a_flag_that_is_not_a_bool():
             verify([0], p, q, rng=0, bonus=flag)
     with pytest.raises(TypeError, match="accept: expected a callable"):
         verify([0], p, q, rng=0, accept=None)
+
+
+def test_sample_token_and_acceptance_probability_check_direct_calls():
+    from speclib.core import sampling
+
+    for probs, match in [([np.nan, 1.0], "probs: row 0 contains NaN"), ([-0.5, 1.5], "probs: negative"),
+                         ([0.25, 0.25], "probs: row 0 sums to 0.5"), (["0.5", "0.5"], "probs: expected")]:
+        with pytest.raises((TypeError, ValueError), match=match):
+            sample_token(probs, np.random.default_rng(0))
+    assert sample_token([0.0, 1.0], 3) == 1  # an integer seed is a generator's seed
+    with pytest.raises(TypeError, match="rng: expected"):
+        sample_token([0.5, 0.5], "0")
+    for args, match in [((0.5, -0.5), "q_x: must be >= 0.0"), ((0.0, 0.5), "p_x: must be > 0"),
+                        ((float("nan"), 0.5), "p_x: must be finite")]:
+        with pytest.raises(ValueError, match=match):
+            sampling.acceptance_probability(*args)
+    assert sampling.acceptance_probability(0.5, 0.25) == 0.5
+    # the rule and the loop draw through the unchecked cores (no check per draft): same numbers
+    assert sampling.verify.__kwdefaults__["accept"] is sampling._acceptance_probability
+    assert sampling._ratio_step.__kwdefaults__["accept"] is sampling._acceptance_probability
+    row, rng_a, rng_b = np.array([0.2, 0.3, 0.5]), np.random.default_rng(5), np.random.default_rng(5)
+    assert [sample_token(row, rng_a) for _ in range(50)] == [sampling.Sampler(rng_b).token(row) for _ in range(50)]

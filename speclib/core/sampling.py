@@ -11,7 +11,7 @@ from typing import Callable, NamedTuple, Protocol
 
 import numpy as np
 
-from .._validate import as_bool, as_distribution, as_generator, as_tokens
+from .._validate import as_bool, as_distribution, as_generator, as_real, as_tokens
 
 
 def acceptance_rate(p: np.ndarray, q: np.ndarray) -> np.ndarray | float:
@@ -90,8 +90,21 @@ def acceptance_probability(p_x: float, q_x: float) -> float:
     return min(1.0, q_x / p_x)
 
 
-def sample_token(probs: np.ndarray, rng: np.random.Generator) -> int:
-    """Draw one token id from ``probs`` by inverting its cumulative distribution."""
+def sample_token(probs: np.ndarray, rng: np.random.Generator | int) -> int:
+    """Draw one token id from ``probs`` by inverting its cumulative distribution.
+
+    ``probs`` must be a probability row (checked); ``rng`` a generator or an integer seed.
+    The loops draw through :class:`Sampler`, which skips the check on rows already checked.
+
+    Examples
+    --------
+    >>> sample_token([0.0, 1.0, 0.0], np.random.default_rng(0))
+    1
+    """
+    return _sample_token(as_distribution(probs, "probs", ndim=1), as_generator(rng))
+
+
+def _sample_token(probs: np.ndarray, rng: np.random.Generator) -> int:
     cdf = np.cumsum(probs)
     return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(probs) - 1))
 
@@ -125,7 +138,7 @@ class Sampler:
         self.rng = rng
 
     def token(self, probs: np.ndarray) -> int:
-        return sample_token(probs, self.rng)
+        return _sample_token(probs, self.rng)
 
     def coin(self, a: float) -> bool:
         return self.rng.random() < a
@@ -258,3 +271,26 @@ def _ratio_step(
 
 #: The trusted core that the decoding loop calls (its inputs are its own, checked once).
 verify.step = _ratio_step
+
+# The ratio rule's default ``accept`` (bound above, where the rule is defined) is the
+# unchecked formula: the rule calls it once per draft on rows checked once per call.  The
+# public name gets the checked version, for direct calls.
+_acceptance_probability = acceptance_probability
+
+
+def acceptance_probability(p_x: float, q_x: float) -> float:
+    """``min(1, q(x) / p(x))``: the chance that drafted token ``x`` is kept.
+
+    ``p_x`` is the draft's probability of ``x`` (in (0, 1]: the draft drew ``x``), ``q_x``
+    the target's (in [0, 1]).
+
+    Examples
+    --------
+    >>> acceptance_probability(0.5, 0.25), acceptance_probability(0.25, 0.5)
+    (0.5, 1.0)
+    """
+    p_x = as_real(p_x, "p_x", low=0.0, high=1.0)
+    q_x = as_real(q_x, "q_x", low=0.0, high=1.0)
+    if p_x == 0.0:
+        raise ValueError("p_x: must be > 0 (a drafted token has positive probability under its draft)")
+    return _acceptance_probability(p_x, q_x)
