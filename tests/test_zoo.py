@@ -274,3 +274,15 @@ def test_reported_mistakes_and_steps_describe_the_zoo():
 def test_check_shipped_a_diagnosis_says_when_the_answer_is_missing():
     with pytest.raises(checks.ExerciseError, match="still None"):
         checks.check_shipped_a_diagnosis(None)
+
+
+def test_the_zoo_verifiers_take_bonus_only_as_a_bool():
+    # The zoo's verifiers (built from switches, and the two reviewed ones) check what verify checks.
+    p, q = np.full((1, 2), 0.5), np.full((2, 2), 0.5)
+    faulty = [bug.verifier for bug in broken.ZOO if bug.verifier is not broken.verify]
+    assert faulty  # at least one zoo entry has a verifier of its own
+    for verifier in faulty + [broken.shipped_verify_a, broken.shipped_verify_b]:
+        with pytest.raises(TypeError, match="bonus: expected True or False"):
+            verifier([0], p, q, 0, bonus="False")
+        with pytest.raises(ValueError, match="q_target: row 1 contains NaN"):
+            verifier([0], p, np.array([[0.5, 0.5], [np.nan, 0.5]]), 0)

@@ -128,7 +128,7 @@ class Variant(NamedTuple):
         def zoo_verifier(draft_tokens, p_draft, q_target, rng, *, bonus: bool = True) -> Verification:
             from ..core.sampling import as_chooser, check_block
 
-            return step(*check_block(draft_tokens, p_draft, q_target), as_chooser(rng), bonus=bonus)
+            return step(*check_block(draft_tokens, p_draft, q_target), as_chooser(rng), bonus=as_bool(bonus, "bonus"))
 
         zoo_verifier.step = step
         zoo_verifier.__name__ = f"verify ({self.name})"

@@ -158,6 +158,9 @@ class Comparison:
 
     def best(self, i: int, include_oracle: bool = False) -> str:
         """Name of the fastest controller at ``c_values[i]``."""
+        i = as_int(i, "i", minimum=-self.c_values.size, maximum=self.c_values.size - 1)
+        if not isinstance(include_oracle, (bool, np.bool_)):
+            raise TypeError(f"include_oracle: expected True or False, got {include_oracle!r}")
         names = [n for n in self.speedup if include_oracle or n != ORACLE]
         return max(names, key=lambda n: self.speedup[n][i])
 
