@@ -234,3 +234,33 @@ def test_timings_record_the_forward_passes():
     assert 0 < timings["target"] + timings["draft"] < timings["total"]
     with pytest.raises(TypeError, match="timings"):
         speculative_generate(target, draft, [0], 3, 3, rng=0, timings=[])
+
+
+class _WrongShape:
+    """A model whose rows have one token too many: the loops must say which model it is."""
+
+    vocab_size = 4
+    context_length = None
+
+    def __call__(self, tokens):
+        return np.full((len(tokens), 5), 0.2)
+
+
+def test_a_bad_model_is_named_as_the_loop_calls_it_and_huge_runs_are_refused_at_once():
+    import time
+
+    from speclib._validate import MAX_NEW_TOKENS
+    from speclib.lm.models import markov_pair
+
+    target, draft = markov_pair(vocab_size=4, seed=0)
+    for call, name in [(lambda: speculative_generate(_WrongShape(), draft, [0], 5, 2, 0), "target"),
+                       (lambda: speculative_generate(target, _WrongShape(), [0], 5, 2, 0), "draft"),
+                       (lambda: autoregressive_generate(_WrongShape(), [0], 5, 0), "model")]:
+        with pytest.raises(ValueError, match=f"^{name}: a model must map"):
+            call()
+    for call in (lambda: speculative_generate(target, draft, [0], 10**12, 2, 0),
+                 lambda: autoregressive_generate(target, [0], 10**12, 0)):
+        start = time.perf_counter()
+        with pytest.raises(ValueError, match=f"max_new_tokens: must be <= {MAX_NEW_TOKENS}"):
+            call()
+        assert time.perf_counter() - start < 0.1
