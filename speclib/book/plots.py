@@ -99,13 +99,15 @@ def plot_correction(view, axes=None):
     return axes
 
 
-def plot_tokens_per_step(tokens_per_step, pmf, ax=None, title="Tokens emitted per step"):
+def plot_tokens_per_step(tokens_per_step, pmf, ax=None, title="Tokens emitted per step", legend=True):
     """Observed fraction of steps emitting ``n`` tokens (bars) against a predicted ``pmf`` (dots).
 
     ``tokens_per_step`` is a sequence of per-step counts (e.g. ``GenerationStats.tokens_per_step``)
-    and ``pmf[n - 1]`` the predicted probability of ``n`` tokens.  Returns the axes.
+    and ``pmf[n - 1]`` the predicted probability of ``n`` tokens.  ``legend=False`` leaves the
+    legend out (for a row of panels that shares one figure legend).  Returns the axes.
     """
     _text(title, "title")
+    legend = _flag(legend, "legend")
     import numpy as np
 
     from .._validate import as_distribution, as_tokens
@@ -124,8 +126,10 @@ def plot_tokens_per_step(tokens_per_step, pmf, ax=None, title="Tokens emitted pe
     observed = np.bincount(steps, minlength=pmf.size + 1)[1:] / steps.size
     ax.bar(n, observed, color="tab:blue", alpha=0.7, label=f"simulated ({steps.size:,} steps)")
     ax.plot(n, pmf, "o", color="black", label="theory")
-    ax.set(xlabel="tokens emitted in one step", ylabel="fraction of steps", xticks=n, title=title)
-    ax.legend(fontsize=8)
+    ax.set(xlabel="tokens emitted in one step", ylabel="fraction of steps", xticks=n)
+    ax.set_title(title, fontsize=10)
+    if legend:
+        ax.legend(fontsize=8)
     return ax
 
 
@@ -248,20 +252,22 @@ def plot_drafting(view, axes=None):
     import numpy as np
 
     if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=(10, 3.5), gridspec_kw={"width_ratios": [1.6, 1]})
-    axes = _pair_of_axes(axes, (10, 3.5))
+        # 7.5 inches: the page column's width, so the legends keep their size on the page.
+        _, axes = plt.subplots(1, 2, figsize=(7.5, 3.6), gridspec_kw={"width_ratios": [1.6, 1]})
+    axes = _pair_of_axes(axes, (7.5, 3.6))
     left, right = axes
     x = np.arange(len(view.q))
     left.fill_between(x, view.overlap, step="mid", color="tab:green", alpha=0.35,
                       label=f"min(p, q): area alpha = {view.alpha:.3f}")
     left.step(x, view.q, where="mid", color="black", label="target q")
     left.step(x, view.p, where="mid", color="tab:blue", linestyle="--", label="draft p")
-    left.set(xlabel="token rank under the target (0 = most likely)", ylabel="probability",
-             title=f"Draft noise {view.draft_noise:.2f}: overlap of draft and target")
+    left.set(xlabel="token rank under the target (0 = most likely)", ylabel="probability")
+    left.set_title(f"Draft noise {view.draft_noise:.2f}: overlap of draft and target", fontsize=10)
     left.legend(fontsize=8)
     right.plot(view.noise_grid, view.alpha_grid, "-", color="tab:green", label="alpha = sum min(p, q)")
     right.plot([view.draft_noise], [view.alpha], "o", color="tab:red", markersize=8, label="this setting")
-    right.set(xlabel="draft noise", ylabel="alpha", ylim=(0, 1.02), title="Acceptance rate against noise")
+    right.set(xlabel="draft noise", ylabel="alpha", ylim=(0, 1.02))
+    right.set_title("Acceptance rate against noise", fontsize=10)
     right.legend(fontsize=8)
     left.figure.tight_layout()
     return axes
@@ -361,8 +367,7 @@ def plot_sampling_controls(view, ax=None, legend=True):
     ax.set_xlabel("token id")
     ax.set_ylabel("probability")
     ax.set_ylim(0, 1.05)
-    ax.set_title(f"{view.label}\nalpha {view.alpha:.2f} after the controls, {view.alpha_raw:.2f} raw",
-                 fontsize=10)
+    ax.set_title(f"{view.label}\nalpha {view.alpha:.2f} (raw rows: {view.alpha_raw:.2f})", fontsize=9)
     if legend:
         ax.legend(fontsize=8, loc="upper left")
     return ax
