@@ -621,7 +621,7 @@ def check_exact_calls(exact_calls) -> None:
 
 
 def check_shipped_a_diagnosis(diagnosis) -> None:
-    """Exercise ex-11-1: which zoo variant is ``speclib.book.broken.shipped_verify_a``?
+    """Which zoo variant is ``speclib.book.broken.shipped_verify_a``? (No chapter sets it now.)
 
     The answer is checked by behaviour, not against a stored name: the variant you name,
     run through :func:`speclib.book.broken.generate`, must emit the very tokens that
@@ -687,7 +687,7 @@ def check_fixed_verifier(fixed_verify) -> None:
 
 
 def check_argmax_first_token(argmax_draft_first_token) -> None:
-    """Exercise ex-11-3: the first-token distribution when the draft token is picked by argmax."""
+    """The first-token distribution when the draft token is picked by argmax (no chapter sets it now)."""
     import numpy as np
 
     from . import broken
