@@ -173,6 +173,18 @@ def test_pass_ms_times_reps_passes_over_the_tokens_after_the_prefix(pair):
     assert model.extends == [4] + [3] * 6  # the prefix once, one checked pass, five timed ones
 
 
+def test_pass_costs_interleave_the_rounds_and_keep_each_passs_fastest(pair, monkeypatch):
+    target, draft = pair
+    calls, slow = [], iter([5.0, 1.0, 2.0, 9.0, 3.0, 1.5])  # round 1: target, draft; round 2; round 3
+    monkeypatch.setattr(hf_bench, "pass_ms", lambda model, prefix, tokens, reps: (
+        calls.append((model, len(tokens), reps)), next(slow))[1])
+    costs = hf_bench.pass_costs({"target": (target, 1), "draft": (draft, 3)}, [1], [2, 3, 4], reps=7, rounds=3)
+    assert costs == {"target": 2.0, "draft": 1.0}
+    assert calls == [(target, 1, 7), (draft, 3, 7)] * 3
+    with pytest.raises(ValueError, match=r"passes\['draft'\]: the number of tokens: must be <= 3"):
+        hf_bench.pass_costs({"draft": (draft, 4)}, [1], [2, 3, 4])
+
+
 def test_pass_ms_refuses_rows_that_are_not_distributions():
     from speclib.lm.models import markov_pair
 

@@ -9,7 +9,8 @@ has its function here:
   times and tests their frequencies against the exact law
   (:func:`speclib.lm.hf.first_tokens_law`), pooling the rare pairs of each first token
   (:func:`pooled_pair_cells`);
-- speed: :func:`pass_ms` times one cached pass, :func:`book_settings` names the five ways of
+- speed: :func:`pass_ms` times one cached pass (:func:`pass_costs` several, in interleaved
+  rounds), :func:`book_settings` names the five ways of
   generating the chapter compares and :func:`time_settings` runs them over prompts and
   repetitions, giving ms per token, tokens per target pass, acceptance and draft passes per
   token (:class:`SettingSpeed`, shown by :func:`speed_table`).
@@ -175,6 +176,30 @@ def pass_ms(model, prefix: object, tokens: object, reps: int = 40) -> float:
         times[i] = 1e3 * (time.perf_counter() - t0)
         cache.rollback(prefix.size)
     return float(np.median(times))
+
+
+def pass_costs(passes: dict, prefix: object, tokens: object, reps: int = 40, rounds: int = 5) -> dict[str, float]:
+    """Milliseconds of one cached pass for each entry of ``passes``, robust to a busy machine.
+
+    ``passes`` maps names to ``(model, n)``: a pass of ``model`` over ``tokens[:n]`` after
+    ``prefix``.  Each round times every pass in turn with :func:`pass_ms` (``reps`` passes,
+    their median); the result is, for each pass, the smallest median over ``rounds`` rounds:
+    a slow spell of a shared machine only ever makes a pass look slower, and with the rounds
+    interleaved it cannot make one pass look cheaper relative to another.
+    """
+    if not isinstance(passes, dict) or not passes:
+        raise TypeError(f"passes: expected a non-empty dict of name -> (model, n), got {type(passes).__name__}")
+    tokens = as_tokens(tokens, "tokens", allow_empty=False)
+    rounds = as_int(rounds, "rounds", minimum=1, maximum=MAX_REPS)
+    for name, entry in passes.items():
+        if not (isinstance(entry, tuple) and len(entry) == 2):
+            raise TypeError(f"passes[{name!r}]: expected (model, number of tokens), got {entry!r}")
+        as_int(entry[1], f"passes[{name!r}]: the number of tokens", minimum=1, maximum=tokens.size)
+    best = {name: math.inf for name in passes}
+    for _ in range(rounds):
+        for name, (model, n) in passes.items():
+            best[name] = min(best[name], pass_ms(model, prefix, tokens[:n], reps))
+    return best
 
 
 def book_settings(target, draft, n_new: int, k: int) -> dict[str, Callable]:
