@@ -620,40 +620,6 @@ def check_exact_calls(exact_calls) -> None:
     passed("Right: exactly those calls follow warp(target, 0.7) (checked by exact enumeration).")
 
 
-def check_shipped_a_diagnosis(diagnosis) -> None:
-    """Which zoo variant is ``speclib.book.broken.shipped_verify_a``? (No chapter sets it now.)
-
-    The answer is checked by behaviour, not against a stored name: the variant you name,
-    run through :func:`speclib.book.broken.generate`, must emit the very tokens that
-    ``shipped_verify_a`` emits for the same seeds.
-    """
-    from . import broken
-    from ..core.decoding import speculative_generate
-
-    if diagnosis is None:
-        raise ExerciseError("diagnosis is still None: set it to the variant of speclib.book.broken.ZOO that "
-                            "shipped_verify_a implements, for example broken.STALE_CACHE, then run this check again.")
-    if isinstance(diagnosis, str):
-        by_name = {v.name: v for v in broken.ZOO}
-        by_name.update({n: v for n, v in vars(broken).items() if isinstance(v, broken.Variant)})
-        if diagnosis not in by_name:
-            raise ExerciseError(f"{diagnosis!r} is not a variant; pass one of speclib.book.broken.ZOO "
-                                f"(names: {[v.name for v in broken.ZOO]})")
-        diagnosis = by_name[diagnosis]
-    if not isinstance(diagnosis, broken.Variant):
-        raise ExerciseError(f"expected one of speclib.book.broken.ZOO, got {diagnosis!r}")
-    if diagnosis is broken.CORRECT:
-        raise ExerciseError("shipped_verify_a is not correct: run the audit on it with k = 2 and length 3.")
-    target, draft = broken.zoo_pair()
-    for seed in range(25):
-        shipped, _ = speculative_generate(target, draft, [0], 30, 3, seed, verifier=broken.shipped_verify_a)
-        mine, _ = broken.generate(target, draft, [0], 30, 3, seed, diagnosis)
-        if (shipped != mine).any():
-            raise ExerciseError(f"'{diagnosis.name}' does not behave like shipped_verify_a: with seed {seed} the two "
-                                "emit different tokens. Read its code again, line by line, against verify().")
-    passed(f"Diagnosis confirmed: '{diagnosis.name}' emits exactly shipped_verify_a's tokens on 25 seeds.")
-
-
 def check_fixed_verifier(fixed_verify) -> None:
     """Exercise ex-11-2: a repaired ``shipped_verify_b`` with the signature of ``verify``."""
     import numpy as np
@@ -684,32 +650,6 @@ def check_fixed_verifier(fixed_verify) -> None:
         raise ExerciseError(f"the audit (k = 3, 1500 samples of 3 tokens) rejects your verifier: p-value "
                             f"{result.pvalue:.2g} < {AUDIT_LEVEL:g}. What may a step emit after its first rejection?")
     passed(f"The repaired verifier passes the audit (p-value {result.pvalue:.2f}).")
-
-
-def check_argmax_first_token(argmax_draft_first_token) -> None:
-    """The first-token distribution when the draft token is picked by argmax (no chapter sets it now)."""
-    import numpy as np
-
-    from . import broken
-    from ..lm.models import FixedContextModel
-
-    rng = np.random.default_rng(11)
-    cases = [(np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.3, 0.5])), (np.array([0.2, 0.8]), np.array([0.2, 0.8])),
-             (np.array([0.6, 0.4, 0.0]), np.array([0.7, 0.1, 0.2]))]
-    cases += [tuple(rng.dirichlet(np.ones(4), size=2)) for _ in range(3)]
-    for p, q in cases:
-        where = f"for p = {np.round(p, 3).tolist()}, q = {np.round(q, 3).tolist()}"
-        got = _row_or_fail(call_student(argmax_draft_first_token, p.copy(), q.copy()), p.size, where)
-        want = broken.distribution(FixedContextModel(q), FixedContextModel(p), [0], 1, k=1,
-                                   variant=broken.ARGMAX_DRAFT)
-        if abs(got.sum() - 1) > 1e-9:
-            raise ExerciseError(f"{where}: your distribution sums to {got.sum():.6g}, not 1. The kept draft and "
-                                "the replacement must account for all the probability.")
-        if not np.allclose(got, want, atol=1e-12):
-            raise ExerciseError(f"{where}: not what the faulty step emits. Which token is proposed, with what "
-                                "chance is it kept (using the probability the verifier is told), and what "
-                                "replaces it otherwise?")
-    passed("argmax_draft_first_token matches the exact enumeration of the faulty step.")
 
 
 def check_kept_rejection_two_tokens(kept_rejection_two_tokens) -> None:
