@@ -288,8 +288,8 @@ class SpeculativeRun:
         # 3. Accept / reject / correct, 4. bonus (a step without
         #    drafts is a plain one).
         if depth:
-            out = self.verify_step(drafts, proposal.rows, q_rows, choose,
-                                   bonus=self.bonus)
+            out = self.verify_step(drafts, proposal.rows, q_rows,
+                                   choose, bonus=self.bonus)
         else:
             out = Verification(np.array([choose.token(q_rows[0])]), 0)
         emitted = out.tokens[:remaining]
@@ -301,8 +301,8 @@ class SpeculativeRun:
         self.target_cache.rollback(min(len(self.target_cache), keep))
         self.proposer.accept(keep)
         self.policy.update(depth, out.n_accepted)
-        self.stats.record_step(drafts.size, out.n_accepted, emitted.size,
-                               proposal.passes, depth)
+        self.stats.record_step(drafts.size, out.n_accepted,
+                               emitted.size, proposal.passes, depth)
         return out
 
     def truncate(self, length: int) -> None:

@@ -242,7 +242,7 @@ def _ratio_step(
     accept: Callable[[float, float], float] = acceptance_probability,
     correct: Callable[[np.ndarray, np.ndarray], np.ndarray] = _residual,
 ) -> Verification:
-    """The rule on checked inputs; every random choice goes through ``choose``."""
+    """The rule, on checked inputs; ``choose`` makes every random choice."""
     for i in range(len(draft_tokens)):
         x = draft_tokens[i]
         if p_draft[i, x] <= 0:
