@@ -242,7 +242,7 @@ def _ratio_step(
     accept: Callable[[float, float], float] = acceptance_probability,
     correct: Callable[[np.ndarray, np.ndarray], np.ndarray] = _residual,
 ) -> Verification:
-    """The rule, on checked inputs; ``choose`` makes every random choice."""
+    """The rule, on checked inputs; ``choose`` draws every choice."""
     for i in range(len(draft_tokens)):
         x = draft_tokens[i]
         if p_draft[i, x] <= 0:
