@@ -98,6 +98,9 @@ def test_rows_accept_correct_answers(capsys):
         (lambda z, V: good_rows(z, V).tolist()[0], "expected rows of shape"),
     ],
 )
+# The naive softmax among the wrong answers is meant to overflow.
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
+                            "ignore:invalid value encountered:RuntimeWarning")
 def test_rows_reject_wrong_answers(wrong, hint):
     with pytest.raises(ExerciseError, match=hint):
         check_rows_over_vocabulary(wrong)
