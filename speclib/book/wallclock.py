@@ -81,11 +81,12 @@ class WallClock:
     setting 0 (``ks[0] == 0``) is plain decoding.  ``seconds`` is the whole call,
     ``target_seconds`` / ``draft_seconds`` the part spent in each model's forward passes,
     ``target_passes`` / ``draft_passes`` / ``steps`` the counts, ``accepted`` / ``verified``
-    the draft tokens kept and judged.  ``target_pass`` is the mean time of the run's
+    the draft tokens kept and judged.  ``target_pass`` is the median time of the run's
     ordinary target passes (one token in plain decoding, ``k + 1`` in a speculative step),
-    ``draft_pass`` that of its one-token draft passes, and ``fixed_seconds`` what the run's
-    passes of other sizes cost beyond as many ordinary passes: the prompt, a draft pass that
-    catches up after a rejection.
+    ``draft_pass`` that of its one-token draft passes, and ``fixed_seconds`` what all the
+    run's passes cost beyond that many passes at those medians: the prompt, a draft that
+    catches up after a rejection, and the passes that also re-read the cache's window (when
+    it moves, and again when a rejection rolls the cache back behind a move).
     """
 
     ks: np.ndarray
@@ -267,8 +268,8 @@ def wallclock_experiment(target: Callable, draft: Callable, prompts: list, n_new
                                              ("draft", 1, "draft_pass")):
                         seconds = [t for name, n, t in timings["passes"] if name == model]
                         ordinary = [t for name, n, t in timings["passes"] if name == model and n == size]
-                        if ordinary:  # means, not medians: they add up to the run's time
-                            fields[key][at] = float(np.mean(ordinary))
+                        if ordinary:  # the median: a pass that also re-reads the window is not ordinary
+                            fields[key][at] = float(np.median(ordinary))
                             fixed += sum(seconds) - len(seconds) * fields[key][at]
                     fields["fixed_seconds"][at] = fixed
     return WallClock(ks_all, n_new, **fields)
