@@ -19,13 +19,11 @@ from speclib.lm.transformer import (
     blas_threads,
     load_transformer,
     pass_times,
-    position_alphas,
     random_transformer,
     save_transformer,
     softmax_rows,
     speedup_with_costs,
     time_pass,
-    wallclock_experiment,
     window_start,
 )
 
@@ -341,35 +339,13 @@ def test_bad_input_names_the_argument():
         load_transformer("/nonexistent/model.npz")
 
 
-def test_pass_times_and_wallclock_experiment_shapes():
+def test_pass_times_shapes():
     cfg = CONFIGS[0]
     target, draft = random_transformer(cfg, seed=0), random_transformer(cfg, seed=1)
     times = pass_times(target, (1, 3, 2), repeats=3, prefix_length=2)
     assert times.n_tokens.tolist() == [1, 2, 3] and times.seconds.shape == (3, 3) and (times.seconds > 0).all()
     with pytest.raises(ValueError, match="block"):
         pass_times(target, (1, 8), prefix_length=4)
-    run = wallclock_experiment(target, draft, [[0, 1], [2]], n_new=6, ks=(1, 2), reps=2)
-    assert run.ks.tolist() == [0, 1, 2] and run.seconds.shape == (3, 2, 2)
-    assert np.all(run.speedups()[0] == 1.0) and run.ms_per_token().shape == (3, 4)
-    assert run.tokens_per_pass[0] == 1.0 and np.isnan(run.acceptance[0])
-    assert np.all(run.target_seconds > 0) and np.all(run.draft_seconds[0] == 0) and np.all(run.draft_seconds[1:] > 0)
-    assert np.all(run.target_seconds + run.draft_seconds <= run.seconds)
-    assert np.all(run.tokens_per_pass[1:] >= 1.0)
-
-
-def test_position_alphas_agree_with_acceptance_rate():
-    from speclib.core.sampling import acceptance_rate
-
-    cfg = CONFIGS[0]
-    target, draft = random_transformer(cfg, seed=0), random_transformer(cfg, seed=1)
-    ids = tokens_for(cfg, 20)
-    betas = position_alphas(target, draft, ids, (1.0, 0.5))
-    # teacher forcing reads the text in independent windows of block_size tokens
-    chunks = [ids[s:s + cfg.block_size] for s in range(0, ids.size, cfg.block_size)]
-    expected = np.concatenate([acceptance_rate(draft(ch), target(ch)) for ch in chunks])
-    np.testing.assert_allclose(betas[1.0], expected, atol=1e-6)
-    assert betas[0.5].shape == (20,)
-    np.testing.assert_allclose(position_alphas(target, target, ids)[1.0], 1.0, atol=1e-9)
 
 
 def test_blas_threads_restores_the_setting():

@@ -41,7 +41,6 @@ import numpy as np
 
 from .._validate import MAX_DRAFT_LENGTH, as_generator, as_int, as_real, as_real_array, as_tokens
 from ..core.cache import fed_tokens
-from ..core.decoding import autoregressive_generate, speculative_generate
 
 #: Where the shipped weights live.
 DATA_DIR = Path(__file__).parent.parent / "data"
@@ -680,92 +679,3 @@ def speedup_with_costs(alpha: float, k: int, c: float, verify_ratio: float) -> f
     if verify_ratio + k * c == 0:
         raise ValueError("verify_ratio: a step must cost something (verify_ratio + k c > 0)")
     return float(expected_tokens_per_pass(alpha, k)) / (k * c + verify_ratio)
-
-
-def position_alphas(target: Transformer, draft: Transformer, ids: np.ndarray,
-                    temperatures: tuple[float, ...] = (1.0,)) -> dict[float, np.ndarray]:
-    """Per-position acceptance rates ``beta_i = sum_x min(p_i(x), q_i(x))`` along a text.
-
-    Both models read ``ids`` (teacher forcing, in windows of the target's ``block_size``) and
-    each position's draft and target rows are compared at each temperature; the mean of
-    ``beta_i`` is the acceptance rate ``alpha`` on that text.
-
-    Returns
-    -------
-    dict mapping each temperature to an array of ``len(ids)`` rates.
-    """
-    target = _check_transformer(target, "target")
-    draft = _check_transformer(draft, "draft")
-    ids = as_tokens(ids, "ids", target.vocab_size, allow_empty=False)
-    block = target.config.block_size
-    zq = np.concatenate([target.logits(ids[s:s + block]) for s in range(0, ids.size, block)])
-    zp = np.concatenate([draft.logits(ids[s:s + block]) for s in range(0, ids.size, block)])
-    return {float(t): np.minimum(softmax_rows(zp, t), softmax_rows(zq, t)).sum(axis=1) for t in temperatures}
-
-
-@dataclass
-class WallClock:
-    """What :func:`wallclock_experiment` measured.
-
-    ``seconds[i, j, r]`` is the time to generate ``n_new`` tokens from prompt ``j`` in
-    repetition ``r`` with draft length ``ks[i]`` (``0``: plain cached decoding), and
-    ``target_seconds`` / ``draft_seconds`` the part of it spent in the target's / draft's
-    forward passes (the prompt's included); ``tokens_per_pass`` and ``acceptance`` are
-    pooled over prompts and repetitions.
-    """
-
-    ks: np.ndarray
-    n_new: int
-    seconds: np.ndarray
-    target_seconds: np.ndarray
-    draft_seconds: np.ndarray
-    tokens_per_pass: np.ndarray
-    acceptance: np.ndarray
-
-    def speedups(self) -> np.ndarray:
-        """Plain time / speculative time for the same prompt and repetition, shape ``(len(ks), prompts * reps)``."""
-        return (self.seconds[:1] / self.seconds).reshape(len(self.ks), -1)
-
-    def ms_per_token(self) -> np.ndarray:
-        """Milliseconds per generated token, shape ``(len(ks), prompts * reps)``."""
-        return (1e3 * self.seconds / self.n_new).reshape(len(self.ks), -1)
-
-
-def wallclock_experiment(target: Transformer, draft: Transformer, prompts: list[np.ndarray], n_new: int,
-                         ks: tuple[int, ...] = tuple(range(1, 9)), reps: int = 3, seed: int = 0) -> WallClock:
-    """Time plain and speculative decoding (cached, one BLAS thread) on the same prompts.
-
-    Each repetition runs, for every prompt, plain decoding and then each ``k`` in turn, so
-    that slow spells of the machine hit all settings alike.  All runs of one prompt and
-    repetition use the same seed.
-    """
-    target = _check_transformer(target, "target")
-    draft = _check_transformer(draft, "draft")
-    n_new = as_int(n_new, "n_new", minimum=1)
-    reps = as_int(reps, "reps", minimum=1)
-    ks_all = np.array([0] + [as_int(k, "ks", minimum=1) for k in ks])
-    prompts = [as_tokens(p, "prompts", target.vocab_size, allow_empty=False) for p in prompts]
-    seconds, target_seconds, draft_seconds = (np.zeros((ks_all.size, len(prompts), reps)) for _ in range(3))
-    passes, tokens, accepted, verified = (np.zeros(ks_all.size) for _ in range(4))
-    with blas_threads(1):
-        for r in range(reps):
-            for j, prompt in enumerate(prompts):
-                for i, k in enumerate(ks_all):
-                    timings = {"target": 0.0, "draft": 0.0}
-                    t0 = time.perf_counter()
-                    if k == 0:
-                        _, stats = autoregressive_generate(target, prompt, n_new, rng=seed + 1000 * r + j,
-                                                           timings=timings)
-                    else:
-                        _, stats = speculative_generate(target, draft, prompt, n_new, int(k),
-                                                        rng=seed + 1000 * r + j, timings=timings)
-                    seconds[i, j, r] = time.perf_counter() - t0
-                    target_seconds[i, j, r] = timings["target"] + timings.get("model", 0.0)
-                    draft_seconds[i, j, r] = timings["draft"]
-                    passes[i] += stats.target_passes
-                    tokens[i] += stats.tokens_generated
-                    accepted[i] += stats.accepted
-                    verified[i] += stats.draft_verified
-    with np.errstate(invalid="ignore", divide="ignore"):
-        acceptance = np.where(verified > 0, accepted / np.maximum(verified, 1), np.nan)
-    return WallClock(ks_all, n_new, seconds, target_seconds, draft_seconds, tokens / passes, acceptance)
