@@ -240,7 +240,8 @@ def _ratio_step(
     *,
     bonus: bool = True,
     accept: Callable[[float, float], float] = acceptance_probability,
-    correct: Callable[[np.ndarray, np.ndarray], np.ndarray] = _residual,
+    correct: Callable[[np.ndarray, np.ndarray],
+                      np.ndarray] = _residual,
 ) -> Verification:
     """The rule, on checked inputs; ``choose`` draws every choice."""
     for i in range(len(draft_tokens)):
