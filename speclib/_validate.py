@@ -185,6 +185,26 @@ def as_int_list(values: object, name: str, minimum: int | None = None, maximum: 
     return out
 
 
+#: The most repetitions a timing helper (``reps``, ``repeats``) runs: even a 1 ms pass repeated
+#: 10**5 times takes minutes, and a median settles after a few dozen.  A bigger request is
+#: refused at once instead of allocating its table of timings and running for days.
+MAX_REPEATS = 100_000
+
+
+def as_path(value: object, name: str = "path") -> "Path":
+    """Return ``value`` (a string or ``os.PathLike``) as a ``pathlib.Path``, refusing other kinds
+    and the empty string (which would name the current directory)."""
+    import os
+    from pathlib import Path
+
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name}: expected a file path (a string or pathlib.Path), got {value!r} "
+                        f"({type(value).__name__})")
+    if isinstance(value, str) and not value.strip():
+        raise ValueError(f"{name}: expected a file path, got an empty string")
+    return Path(value)
+
+
 def model_rows(model: object, tokens: np.ndarray, name: str) -> np.ndarray:
     """Call ``model`` on ``tokens`` and check what it returns, naming the model in any error.
 

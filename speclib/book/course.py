@@ -119,8 +119,9 @@ def instructor_table(exercises: list[Exercise], links: bool = False) -> str:
     for i, ex in enumerate(exercises):
         if not isinstance(ex, Exercise):
             raise TypeError(f"exercises[{i}]: expected an Exercise (from book_exercises), got {type(ex).__name__}")
-    if not isinstance(links, bool):
-        raise TypeError(f"links: expected True or False, got {links!r} ({type(links).__name__})")
+    from .._validate import as_bool
+
+    links = as_bool(links, "links")
     lines: list[str] = []
     chapter = None
     for ex in exercises:

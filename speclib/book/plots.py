@@ -47,9 +47,9 @@ def _text(value, name, optional=False):
 
 
 def _flag(value, name):
-    if not isinstance(value, bool):
-        raise TypeError(f"{name}: expected True or False, got {value!r} ({type(value).__name__})")
-    return value
+    from .._validate import as_bool
+
+    return as_bool(value, name)
 
 
 def _pair_of_axes(axes, figsize):
@@ -634,9 +634,9 @@ def plot_verification_blocks(views, ncols=2, title=None):
         if type(view).__name__ != "VerificationView":
             raise TypeError(f"views[{i}]: expected a VerificationView (speclib.book.widgets.verification_view), "
                             f"got {type(view).__name__}")
-    if isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1:
-        raise ValueError(f"ncols: expected a positive integer, got {ncols!r}")
-    ncols = min(ncols, len(views))
+    from .._validate import as_int
+
+    ncols = min(as_int(ncols, "ncols", minimum=1), len(views))
     nrows = -(-len(views) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.5 * ncols, 2.4 * nrows + 0.8),
                              sharey=True, squeeze=False)

@@ -39,7 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validate import MAX_DRAFT_LENGTH, as_generator, as_int, as_real, as_real_array, as_tokens
+from .._validate import (MAX_DRAFT_LENGTH, MAX_REPEATS, as_bool, as_generator, as_int, as_int_list, as_path, as_real,
+                         as_real_array, as_tokens)
 from ..core.cache import fed_tokens
 
 #: Where the shipped weights live.
@@ -88,17 +89,22 @@ class TransformerConfig:
     tied: bool = True
 
     def __post_init__(self) -> None:
-        as_int(self.vocab_size, "vocab_size", minimum=2)
+        # numpy scalars (np.int64(8), np.True_) are accepted and stored as Python ones, so a
+        # config compares, hashes and saves (JSON) the same whichever spelling built it.
+        fix = object.__setattr__
+        fix(self, "vocab_size", as_int(self.vocab_size, "vocab_size", minimum=2))
         block = as_int(self.block_size, "block_size", minimum=2)
         if block % 2:
             raise ValueError(f"block_size: must be even (the window moves by block_size / 2), got {block}")
+        fix(self, "block_size", block)
         d = as_int(self.d_model, "d_model", minimum=1)
-        as_int(self.n_layers, "n_layers", minimum=0)
+        fix(self, "d_model", d)
+        fix(self, "n_layers", as_int(self.n_layers, "n_layers", minimum=0))
         h = as_int(self.n_heads, "n_heads", minimum=1)
+        fix(self, "n_heads", h)
         if d % h:
             raise ValueError(f"d_model: {d} is not a multiple of n_heads = {h}")
-        if not isinstance(self.tied, bool):
-            raise TypeError(f"tied: expected a bool, got {type(self.tied).__name__}")
+        fix(self, "tied", as_bool(self.tied, "tied"))
 
     @property
     def head_dim(self) -> int:
@@ -455,20 +461,39 @@ def save_transformer(model: Transformer, path: str | Path, vocabulary: str = "",
     """
     if not isinstance(model, Transformer):
         raise TypeError(f"model: expected a Transformer, got {type(model).__name__}")
+    path = as_path(path, "path")
+    if path.is_dir():
+        raise ValueError(f"path: {path} is a directory; expected a file name ending in .npz "
+                         f"(e.g. {path / 'model.npz'})")
+    if path.suffix != ".npz":
+        raise ValueError(f"path: expected a file name ending in .npz (numpy adds it otherwise), got {path}")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"path: the folder {path.parent} does not exist")
     header = {"config": asdict(model.config), "vocabulary": vocabulary, "metadata": metadata}
     arrays = {name: value.astype(np.float16) for name, value in model.params.items()}
-    np.savez_compressed(Path(path), header=np.array(json.dumps(header)), **arrays)
+    np.savez_compressed(path, header=np.array(json.dumps(header)), **arrays)
 
 
 def load_transformer(path: str | Path) -> Transformer:
     """Read a model written by :func:`save_transformer` (weights become float32)."""
-    path = Path(path)
+    path = as_path(path, "path")
     if not path.is_file():
         raise FileNotFoundError(f"path: no model file at {path}")
-    with np.load(path, allow_pickle=False) as data:
-        header = json.loads(str(data["header"]))
-        config = TransformerConfig(**header["config"])
-        params = {name: data[name] for name in config.parameter_shapes()}
+    not_a_model = f"path: {path} is not a model file written by save_transformer"
+    with open(path, "rb") as file:
+        if file.read(4) != b"PK\x03\x04":  # every .npz is a zip archive of arrays
+            raise ValueError(f"{not_a_model} (it is not an .npz archive)")
+    try:
+        data = np.load(path, allow_pickle=False)
+    except Exception as error:  # a damaged or truncated archive
+        raise ValueError(f"{not_a_model} (a damaged .npz archive: {error})") from None
+    with data:
+        try:
+            header = json.loads(str(data["header"]))
+            config = TransformerConfig(**header["config"])
+            params = {name: data[name] for name in config.parameter_shapes()}
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"{not_a_model} (missing or unreadable entry: {error})") from None
     model = Transformer(config, params)
     model.vocabulary = header.get("vocabulary", "")
     model.metadata = header.get("metadata", {})
@@ -604,7 +629,7 @@ def time_pass(model: Transformer, n_tokens: int, prefix_length: int = 64, reps: 
     model = _check_transformer(model, "model")
     n_tokens = as_int(n_tokens, "n_tokens", minimum=1)
     prefix_length = as_int(prefix_length, "prefix_length", minimum=0)
-    reps = as_int(reps, "reps", minimum=1)
+    reps = as_int(reps, "reps", minimum=1, maximum=MAX_REPEATS, why="timings settle long before")
     if prefix_length + n_tokens > model.config.block_size:
         raise ValueError(f"prefix_length + n_tokens: must fit in the block of {model.config.block_size} tokens")
     rng = as_generator(seed, "seed")
@@ -634,8 +659,8 @@ def pass_times(model: Transformer, n_tokens: tuple[int, ...] = (1, 2, 3, 4, 5, 6
     from ..core.cost import PassTimes
 
     model = _check_transformer(model, "model")
-    counts = sorted({as_int(n, "n_tokens", minimum=1) for n in n_tokens})
-    repeats = as_int(repeats, "repeats", minimum=1)
+    counts = sorted(set(as_int_list(n_tokens, "n_tokens", minimum=1)))
+    repeats = as_int(repeats, "repeats", minimum=1, maximum=MAX_REPEATS, why="timings settle long before")
     prefix_length = as_int(prefix_length, "prefix_length", minimum=0)
     if prefix_length + counts[-1] > model.config.block_size:
         raise ValueError(f"prefix_length + n_tokens: must fit in the block of {model.config.block_size} tokens")
