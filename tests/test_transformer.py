@@ -391,3 +391,21 @@ def test_window_start_and_softmax_rows_refuse_bad_input_by_name():
         with pytest.raises((TypeError, ValueError), match=match):
             softmax_rows(logits)
     assert softmax_rows(np.array([[0.0, -np.inf]])).tolist() == [[1.0, 0.0]]  # a masked token is fine
+
+
+def test_cache_features_are_the_final_hidden_states():
+    """features=True keeps, per fed token, the state the output projection reads (and only then)."""
+    cfg = TransformerConfig(vocab_size=7, block_size=8, d_model=8, n_layers=2, n_heads=2)
+    model = random_transformer(cfg, seed=3)
+    tokens = np.array([1, 2, 3, 4, 5, 6, 0, 1, 2, 3, 4])  # crosses a window move
+    cache = model.cache(features=True)
+    logits = np.concatenate([cache.extend_logits(tokens[:3]), cache.extend_logits(tokens[3:])])
+    feats = cache.features
+    assert feats.shape == (tokens.size, cfg.d_model)
+    np.testing.assert_allclose(feats @ model._w_out, logits, atol=1e-5)
+    cache.rollback(5)
+    assert cache.features.shape == (5, cfg.d_model)
+    cache.extend_logits(tokens[5:6])
+    np.testing.assert_allclose(cache.features[5] @ model._w_out, logits[5], atol=1e-5)
+    with pytest.raises(ValueError, match="features=True"):
+        model.cache().features

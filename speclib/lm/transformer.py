@@ -284,9 +284,9 @@ class Transformer:
         other.temperature = as_real(temperature, "temperature", low=0.0)
         return other
 
-    def cache(self) -> "KVCache":
-        """An empty :class:`KVCache` for incremental decoding."""
-        return KVCache(self)
+    def cache(self, features: bool = False) -> "KVCache":
+        """An empty :class:`KVCache` for incremental decoding (``features``: keep hidden states)."""
+        return KVCache(self, features)
 
     def logits(self, tokens: np.ndarray) -> np.ndarray:
         """Raw next-token scores, shape ``(n, V)`` float32, for every position of ``tokens``."""
@@ -309,7 +309,10 @@ class Transformer:
     # The one place where the network is evaluated.  ``keys``/``values`` hold, for each
     # layer, ``filled`` cached positions of the current window; the new tokens take
     # window positions ``filled .. filled + n - 1`` and are written after them.
-    def _run(self, tokens: np.ndarray, filled: int, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+    # ``features``, when given, receives the final hidden state of every new token (after the
+    # final layer norm, before the output projection): what Medusa and EAGLE heads read.
+    def _run(self, tokens: np.ndarray, filled: int, keys: np.ndarray, values: np.ndarray,
+             features: np.ndarray | None = None) -> np.ndarray:
         cfg = self.config
         n, h, dh = tokens.size, cfg.n_heads, cfg.head_dim
         end = filled + n
@@ -332,7 +335,10 @@ class Transformer:
             y = (att @ values[layer, :, :end]).transpose(1, 0, 2).reshape(n, cfg.d_model)
             x = x + (self._mm(y, w_o) + b_o)
             x = x + (self._mm(_gelu(self._mm(_layer_norm(x, g2, b2), w_up) + b_up), w_down) + b_down)
-        return self._mm(_layer_norm(x, self.params["ln_f.g"], self.params["ln_f.b"]), self._w_out)
+        x = _layer_norm(x, self.params["ln_f.g"], self.params["ln_f.b"])
+        if features is not None:
+            features[...] = x
+        return self._mm(x, self._w_out)
 
 
 class KVCache:
@@ -355,11 +361,14 @@ class KVCache:
     (True, 3)
     """
 
-    def __init__(self, model: Transformer) -> None:
+    def __init__(self, model: Transformer, features: bool = False) -> None:
         if not isinstance(model, Transformer):
             raise TypeError(f"model: expected a Transformer, got {type(model).__name__}")
         cfg = model.config
         self.model = model
+        #: Keep each fed token's final hidden state (:attr:`features`), for heads that read it.
+        self.keep_features = as_bool(features, "features")
+        self._features = np.zeros((64 if self.keep_features else 0, cfg.d_model), dtype=np.float32)
         shape = (cfg.n_layers, cfg.n_heads, cfg.block_size, cfg.head_dim)
         self._keys = np.zeros(shape, dtype=np.float32)
         self._values = np.zeros(shape, dtype=np.float32)
@@ -376,12 +385,31 @@ class KVCache:
         """The tokens fed so far (a copy)."""
         return self._tokens[: self._length].copy()
 
-    def _append(self, tokens: np.ndarray) -> None:
-        need = self._length + tokens.size
+    @property
+    def features(self) -> np.ndarray:
+        """The final hidden state of every fed token, ``(len(self), d_model)`` (a view).
+
+        Only a cache made with ``features=True`` keeps them; row ``i`` is the state from which
+        the model predicted token ``i + 1``.
+        """
+        if not self.keep_features:
+            raise ValueError("features: this cache was made without features=True")
+        return self._features[: self._length]
+
+    def _grow(self, need: int) -> None:
         if need > self._tokens.size:
-            grown = np.zeros(max(need, 2 * self._tokens.size), dtype=np.int64)
+            size = max(need, 2 * self._tokens.size)
+            grown = np.zeros(size, dtype=np.int64)
             grown[: self._length] = self._tokens[: self._length]
             self._tokens = grown
+            if self.keep_features:
+                more = np.zeros((size, self._features.shape[1]), dtype=np.float32)
+                more[: self._length] = self._features[: self._length]
+                self._features = more
+
+    def _append(self, tokens: np.ndarray) -> None:
+        need = self._length + tokens.size
+        self._grow(need)
         self._tokens[self._length:need] = tokens
         self._length = need
 
@@ -411,7 +439,11 @@ class KVCache:
                     self._filled = pos - start
             take = min(tokens.size - i, start + block - pos)  # stop where the window moves
             chunk = tokens[i:i + take]
-            out.append(self.model._run(chunk, self._filled, self._keys, self._values))
+            feats = None
+            if self.keep_features:
+                self._grow(pos + take)
+                feats = self._features[pos:pos + take]
+            out.append(self.model._run(chunk, self._filled, self._keys, self._values, feats))
             self._append(chunk)
             self._filled += take
             i += take
