@@ -1,0 +1,101 @@
+"""The batched cached pass: each sequence's rows and cache as if it had run alone."""
+
+import numpy as np
+import pytest
+
+from speclib.lm.batched import batched_extend, batched_extend_logits
+from speclib.lm.transformer import TransformerConfig, load_pair, random_transformer
+
+CFG = TransformerConfig(vocab_size=11, block_size=16, d_model=16, n_layers=2, n_heads=2, tied=False)
+
+
+def _state(cache):
+    # What a cache holds that later passes read: tokens, window, and the window's keys/values.
+    f = cache._filled
+    return (cache.tokens, cache._start, f, cache._keys[:, :, :f].copy(), cache._values[:, :, :f].copy())
+
+
+def _assert_same_cache(a, b):
+    ta, sa, fa, ka, va = _state(a)
+    tb, sb, fb, kb, vb = _state(b)
+    np.testing.assert_array_equal(ta, tb)
+    assert (sa, fa) == (sb, fb)
+    np.testing.assert_allclose(ka, kb, atol=1e-5)
+    np.testing.assert_allclose(va, vb, atol=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_each_sequence_gets_its_own_rows_and_cache(seed):
+    # Ragged lengths, caches at different window offsets (block 16: windows move often, so
+    # some sequences take their own path), rollbacks between passes, several rounds.
+    rng = np.random.default_rng(seed)
+    model = random_transformer(CFG, seed=seed)
+    batch = 6
+    caches = [model.cache() for _ in range(batch)]
+    alone = [model.cache() for _ in range(batch)]
+    for c, a in zip(caches, alone):
+        prefix = rng.integers(0, CFG.vocab_size, rng.integers(1, 30))
+        c.extend(prefix)
+        a.extend(prefix)
+    for _ in range(8):
+        feeds = [rng.integers(0, CFG.vocab_size, rng.integers(0, 6)) for _ in range(batch)]
+        rows = batched_extend_logits(caches, feeds)
+        for c, a, t, r in zip(caches, alone, feeds, rows):
+            assert r.shape == (t.size, CFG.vocab_size) and r.dtype == np.float32
+            np.testing.assert_allclose(r, a.extend_logits(t), atol=2e-5, rtol=1e-4)
+            _assert_same_cache(c, a)
+        for c, a in zip(caches, alone):  # a rejection: both roll back alike
+            keep = int(rng.integers(max(1, len(c) - 4), len(c) + 1))
+            c.rollback(keep)
+            a.rollback(keep)
+
+
+def test_rows_match_a_fresh_full_pass_on_the_books_pair():
+    target, _ = load_pair()
+    rng = np.random.default_rng(0)
+    texts = [rng.integers(0, 97, n) for n in (5, 40, 63, 64, 120)]
+    caches = [target.cache() for _ in texts]
+    for c, t in zip(caches, texts):
+        c.extend(t[:-4])
+    rows = batched_extend(caches, [t[-4:] for t in texts])
+    for t, r in zip(texts, rows):
+        np.testing.assert_allclose(r, target(t)[-4:], atol=1e-5)
+        np.testing.assert_allclose(r.sum(axis=1), 1.0)
+
+
+def test_a_sequence_whose_window_moves_takes_its_own_path(monkeypatch):
+    # A negative control for the join rule: with the check disabled, a sequence whose window
+    # moves mid-pass is computed in the stale window and its rows go wrong.
+    import speclib.lm.batched as batched
+
+    model = random_transformer(CFG, seed=1)
+    rng = np.random.default_rng(1)
+    text = rng.integers(0, CFG.vocab_size, 20)
+    def two():
+        a, b = model.cache(), model.cache()
+        a.extend(text[:14])  # window 0..15: 4 more tokens cross position 16
+        b.extend(text[:3])
+        return [a, b]
+
+    good = batched_extend_logits(two(), [text[14:18], text[3:5]])
+    np.testing.assert_allclose(good[0], model.logits(text[:18])[14:], atol=2e-5)
+    monkeypatch.setattr(batched, "_joins_batch", lambda cache, n: True)
+    with pytest.raises((AssertionError, ValueError, IndexError)):
+        bad = batched_extend_logits(two(), [text[14:18], text[3:5]])
+        np.testing.assert_allclose(bad[0], model.logits(text[:18])[14:], atol=2e-5)
+
+
+def test_bad_batches_are_refused():
+    model = random_transformer(CFG, seed=0)
+    other = random_transformer(CFG, seed=1)
+    c = model.cache()
+    with pytest.raises(TypeError, match="caches"):
+        batched_extend_logits(c, [[1]])
+    with pytest.raises(ValueError, match="feeds"):
+        batched_extend_logits([c], [[1], [2]])
+    with pytest.raises(ValueError, match=r"caches\[1\]"):
+        batched_extend_logits([c, other.cache()], [[1], [2]])
+    with pytest.raises(ValueError, match="twice"):
+        batched_extend_logits([c, c], [[1], [2]])
+    with pytest.raises(ValueError, match=r"feeds\[0\]"):
+        batched_extend_logits([c], [[99]])
