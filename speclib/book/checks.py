@@ -30,6 +30,76 @@ def passed(message: str = "All checks passed.") -> None:
     print(f"\u2714 {message}")
 
 
+def _parse_signature(signature: str) -> tuple[str, list[str], list[str]]:
+    """``"f(a, b, *, c=1)"`` -> ``("f", ["a", "b"], ["c"])``: the name, positional and keyword parameters."""
+    name, _, inside = signature.partition("(")
+    positional, keywords, after_star = [], [], False
+    for part in (p.strip() for p in inside.rstrip(")").split(",") if p.strip()):
+        if part == "*":
+            after_star = True
+        elif after_star:
+            keywords.append(part.split("=")[0].strip())
+        elif "=" not in part:
+            positional.append(part)
+    return name.strip(), positional, keywords
+
+
+def expect_function(fn, signature: str, check: str = "this check") -> None:
+    """Refuse, with a hint, a student's answer that is not a function callable as ``signature``.
+
+    ``signature`` is how the check calls the function, e.g. ``"speedup(alpha, k, c)"`` or
+    ``"verify(draft_tokens, p_draft, q_target, rng, *, bonus=True)"`` (keywords after ``*``).
+    A value instead of a function (the result of calling it, say) and a function whose
+    parameters cannot receive those arguments are both told what ``check`` expected.
+
+    Examples
+    --------
+    >>> expect_function(lambda alpha, k: 1.0, "speedup(alpha, k, c)", "check_speedup")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    speclib.book.checks.ExerciseError: check_speedup calls your function as speedup(alpha, k, c), ...
+    """
+    import inspect
+
+    name, positional, keywords = _parse_signature(signature)
+    if not callable(fn):
+        raise ExerciseError(
+            f"{check} expected a function {signature}, but was given {_describe(fn)}. Pass the "
+            f"function itself, without calling it: {check}({name}), not {check}({name}(...))."
+        )
+    try:
+        found = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin or extension function: nothing to read
+        return
+    try:
+        found.bind(*positional, **{k: None for k in keywords})
+    except TypeError:
+        own = getattr(fn, "__name__", name)
+        wanted = ", ".join(positional + (["*"] + [f"{k}=..." for k in keywords] if keywords else []))
+        raise ExerciseError(
+            f"{check} calls your function as {signature}, with {len(positional)} argument"
+            f"{'s' if len(positional) != 1 else ''}{' and ' + ', '.join(keywords) + ' by keyword' if keywords else ''}, "
+            f"but it is defined as {own}{found}. Give it the parameters ({wanted})."
+        ) from None
+
+
+def _expects(signature: str):
+    """Decorate a check whose first argument is the student's function, called as ``signature``:
+    :func:`expect_function` runs before the check does."""
+    import functools
+
+    def decorate(check):
+        @functools.wraps(check)
+        def run(fn, *args, **kwargs):
+            expect_function(fn, signature, check.__name__)
+            return check(fn, *args, **kwargs)
+
+        run.expected_signature = signature
+        return run
+
+    return decorate
+
+
 def call_student(fn, *args, **kwargs):
     """Call the student's function; a stub that is not done yet gets a friendly message."""
     try:
@@ -41,6 +111,7 @@ def call_student(fn, *args, **kwargs):
 
 # --- Chapter 0: overview -------------------------------------------------------------------
 
+@_expects("tokens_per_pass(tokens_per_step)")
 def check_tokens_per_pass(tokens_per_pass) -> None:
     """Exercise ex-00-1: ``tokens_per_pass(tokens_per_step)`` from per-step token counts."""
     cases = [([5, 5, 5], 5.0), ([1], 1.0), ([3, 1, 2, 2], 2.0), ([5, 2, 1, 4, 3], 3.0)]
@@ -52,6 +123,48 @@ def check_tokens_per_pass(tokens_per_pass) -> None:
                 "what is the total number of tokens, and how many passes produced them?"
             )
     passed("tokens_per_pass agrees with GenerationStats.tokens_per_target_pass on every case.")
+
+
+class _CountingRandom:
+    """A generator stand-in that counts the uniform numbers drawn from it."""
+
+    def __init__(self, seed: int) -> None:
+        import numpy as np
+
+        self.rng, self.calls = np.random.default_rng(seed), 0
+
+    def random(self) -> float:
+        self.calls += 1
+        return self.rng.random()
+
+
+@_expects("random_draws(k_per_step, accepted_per_step)")
+def check_random_draws(random_draws) -> None:
+    """Exercise ex-00-1: how many uniform numbers a speculative run draws, from its per-step record.
+
+    The reference is counted, not computed: the one-page algorithm of
+    :mod:`speclib.core.minimal` runs with a generator that counts its draws, and the library's
+    loop, given the same seed, supplies the per-step record (it draws in the same order).
+    """
+    from ..core.decoding import speculative_generate
+    from ..core.minimal import _speculative_sample
+    from ..lm.models import markov_pair
+
+    for seed, k, n, noise in [(0, 4, 30, 0.3), (1, 1, 12, 0.6), (2, 3, 25, 0.05), (3, 6, 17, 0.9)]:
+        target, draft = markov_pair(vocab_size=10, draft_noise=noise, seed=seed)
+        counter = _CountingRandom(seed)
+        _speculative_sample(target, draft, [0], n, k, counter)
+        _, stats = speculative_generate(target, draft, [0], n, k=k, rng=seed)
+        record = (list(stats.k_per_step), list(stats.accepted_per_step))
+        got = _as_float_or_fail(call_student(random_draws, *record), f"for k = {k}")
+        if got != counter.calls:
+            raise ExerciseError(
+                f"k = {k}, {n} tokens, draft noise {noise}: the run drew {counter.calls} uniform numbers "
+                f"and you counted {got:g} (k_per_step = {record[0]}, accepted_per_step = {record[1]}). "
+                "Per step: one per drafted token, one per acceptance test actually made (does the "
+                "step test the drafts after a rejection?), and one for the token that ends the step."
+            )
+    passed("random_draws counts every uniform number the run drew, on every case tried.")
 
 
 # --- Chapters 4-6: correction, bonus token, theory
@@ -122,6 +235,7 @@ def _numbers_or_fail(value, where: str, what: str = "an array of numbers"):
     return arr.astype(float)
 
 
+@_expects("residual(p, q)")
 def check_residual(residual) -> None:
     """Exercise ex-04-1: ``residual(p, q)``, the correction distribution ``max(0, q - p)/Z``."""
     import numpy as np
@@ -156,6 +270,7 @@ def check_residual(residual) -> None:
     passed("residual matches max(0, q - p) / Z on every case.")
 
 
+@_expects("expected_tokens(alpha, k)")
 def check_expected_tokens_without_bonus(expected_tokens) -> None:
     """Exercise ex-05-1: ``expected_tokens(alpha, k)``, tokens per target pass with the bonus off."""
     from .bonus import expected_tokens_per_pass_without_bonus
@@ -182,6 +297,7 @@ def check_expected_tokens_without_bonus(expected_tokens) -> None:
     passed("expected tokens per pass without the bonus are right for every alpha and k tried.")
 
 
+@_expects("speedup(alpha, k, c)")
 def check_speedup(speedup) -> None:
     """Exercise ex-06-1: ``speedup(alpha, k, c)``, the expected wall-clock improvement."""
     from ..core.theory import expected_tokens_per_pass, walltime_speedup
@@ -204,6 +320,7 @@ def check_speedup(speedup) -> None:
 
 # --- Chapter 7: the reference article revisited
 
+@_expects("acceptance_from_steps(n_accepted, k)")
 def check_acceptance_from_steps(acceptance_from_steps) -> None:
     """Exercise ex-07-3: ``acceptance_from_steps(n_accepted, k)``, accepted / verified drafts."""
     import numpy as np
@@ -243,6 +360,7 @@ def _token_array(value, where: str):
     return arr
 
 
+@_expects("generate(model, prompt, n_new, rng)")
 def check_autoregressive_loop(generate) -> None:
     """Exercise ex-01-1: ``generate(model, prompt, n_new, rng)``, plain decoding with one pass per token.
 
@@ -284,6 +402,7 @@ def check_autoregressive_loop(generate) -> None:
     passed("one forward pass per token, and the same tokens as autoregressive_generate.")
 
 
+@_expects("propose(draft, prefix, k, rng)")
 def check_draft_proposal(propose) -> None:
     """Exercise ex-02-1: ``propose(draft, prefix, k, rng)`` returns ``(tokens, p_rows)``.
 
@@ -335,6 +454,7 @@ def check_draft_proposal(propose) -> None:
     passed("rows are the draft's distributions, and the tokens are sampled from them.")
 
 
+@_expects("accepted_prefix(p_x, q_x, u)")
 def check_accepted_prefix(accepted_prefix) -> None:
     """Exercise ex-03-1: ``accepted_prefix(p_x, q_x, u)``, how many drafts verification keeps.
 
@@ -411,6 +531,7 @@ _BY_POSITION_CASES = [
 ]
 
 
+@_expects("acceptance_by_position(outcomes, k)")
 def check_acceptance_by_position(acceptance_by_position) -> None:
     """Exercise ex-08-1: ``acceptance_by_position(outcomes, k)`` from per-block accept/reject outcomes."""
     import numpy as np
@@ -452,6 +573,7 @@ def _interpolated_row_cases():
     ]
 
 
+@_expects("interpolated_row(counts, lower, discount)")
 def check_interpolated_row(interpolated_row) -> None:
     """Exercise ex-08-3: ``interpolated_row(counts, lower, discount)``, absolute discounting done right."""
     import numpy as np
@@ -489,6 +611,7 @@ def _row_or_fail(value, size: int, where: str):
     return row
 
 
+@_expects("top_p_row(q, top_p)")
 def check_top_p_row(top_p_row) -> None:
     """Exercise ex-10-1: ``top_p_row(q, top_p)``, nucleus filtering of one row."""
     import numpy as np
@@ -531,6 +654,7 @@ def _late_temperature_reference(p, q, temperature: float):
     return kept + (1.0 - kept.sum()) * late
 
 
+@_expects("late_temperature_first_token(p, q, temperature)")
 def check_late_temperature_first_token(late_temperature_first_token) -> None:
     """Exercise ex-10-2: ``late_temperature_first_token(p, q, temperature)``.
 
@@ -620,6 +744,7 @@ def check_exact_calls(exact_calls) -> None:
     passed("Right: exactly those calls follow warp(target, 0.7) (checked by exact enumeration).")
 
 
+@_expects("fixed_verify(draft_tokens, p_draft, q_target, rng, *, bonus=True)")
 def check_fixed_verifier(fixed_verify) -> None:
     """Exercise ex-11-2: a repaired ``shipped_verify_b`` with the signature of ``verify``."""
     import numpy as np
@@ -652,6 +777,7 @@ def check_fixed_verifier(fixed_verify) -> None:
     passed(f"The repaired verifier passes the audit (p-value {result.pvalue:.2f}).")
 
 
+@_expects("kept_rejection_two_tokens(p, q)")
 def check_kept_rejection_two_tokens(kept_rejection_two_tokens) -> None:
     """Exercise ex-11-3: the first two tokens when a rejected draft is kept before its correction.
 
@@ -694,6 +820,7 @@ def check_kept_rejection_two_tokens(kept_rejection_two_tokens) -> None:
     passed("kept_rejection_two_tokens matches the exact enumeration of the faulty step.")
 
 
+@_expects("fresh_coin_verify(draft_tokens, p_draft, q_target, rng, *, bonus=True)")
 def check_fresh_coin_verifier(fresh_coin_verify) -> None:
     """Exercise ex-11-1: a repaired verifier that draws one uniform number per draft."""
     import numpy as np
@@ -735,6 +862,7 @@ def check_fresh_coin_verifier(fresh_coin_verify) -> None:
 
 # --- Chapters 12-13: adaptive draft length, production variants
 
+@_expects("oracle_speedup(accepted_per_step, c)")
 def check_oracle_speedup(oracle_speedup) -> None:
     """Exercise ex-12-1: ``oracle_speedup(accepted_per_step, c)``, the hindsight ceiling for ``0 <= c < 1``."""
     import numpy as np
@@ -771,6 +899,7 @@ def _reference_window_rate(updates, window):
     return sum(outcomes) / len(outcomes) if outcomes else None
 
 
+@_expects("make_controller(c, window)")
 def check_theory_controller(make_controller) -> None:
     """Exercise ex-12-2: a controller that drafts ``optimal_k(rolling acceptance, c)`` tokens."""
     import numpy as np
@@ -785,6 +914,10 @@ def check_theory_controller(make_controller) -> None:
         if not isinstance(ctrl, Controller):
             raise ExerciseError("make_controller must return an object with a name and the methods "
                                 "draft_length(), keep_drafting(p, x) and update(n_drafted, n_accepted).")
+        for method, signature in (("draft_length", "draft_length()"), ("keep_drafting", "keep_drafting(p, x)"),
+                                  ("update", "update(n_drafted, n_accepted)")):
+            expect_function(getattr(ctrl, method), signature, "check_theory_controller (the controller's "
+                            f"{method} method)")
         first = call_student(ctrl.draft_length)
         if first != 1:
             raise ExerciseError(f"before any draft was verified, draft_length() returned {first!r}; "
@@ -811,6 +944,7 @@ def check_theory_controller(make_controller) -> None:
     passed("Your controller follows optimal_k of the rolling acceptance rate and runs in speculative_generate.")
 
 
+@_expects("multi_draft_acceptance(p, q, m)")
 def check_multi_draft_acceptance(multi_draft_acceptance) -> None:
     """Exercise ex-13-1: ``multi_draft_acceptance(p, q, m)``, recursive rejection with ``m`` candidates."""
     import numpy as np
@@ -839,6 +973,7 @@ def check_multi_draft_acceptance(multi_draft_acceptance) -> None:
     passed("multi_draft_acceptance matches speclib.core.variants.multi_draft_acceptance on every case.")
 
 
+@_expects("keep_after_step(prefix_length, n_accepted)")
 def check_keep_after_step(keep_after_step) -> None:
     """Exercise ex-13-2: how many cached positions survive a step (prefix length, accepted drafts)."""
     import numpy as np
@@ -877,6 +1012,7 @@ def check_keep_after_step(keep_after_step) -> None:
 
 # --- Chapter 9: a real model pair
 
+@_expects("predicted_speedup(alpha, k, c, verify_ratio)")
 def check_predicted_speedup(predicted_speedup) -> None:
     """Exercise ex-09-1: ``predicted_speedup(alpha, k, c, verify_ratio)`` with a costly verification pass."""
     from ..core.theory import expected_tokens_per_pass, walltime_speedup
@@ -900,6 +1036,7 @@ def check_predicted_speedup(predicted_speedup) -> None:
     passed("predicted_speedup agrees with speclib.lm.transformer.speedup_with_costs on every case tried.")
 
 
+@_expects("break_even_alpha(c, verify_ratio)")
 def check_break_even_alpha(break_even_alpha) -> None:
     """Exercise ex-09-2: ``break_even_alpha(c, verify_ratio)``, the acceptance rate at which k = 1 breaks even."""
     from ..lm.transformer import speedup_with_costs
@@ -917,6 +1054,7 @@ def check_break_even_alpha(break_even_alpha) -> None:
     passed("break_even_alpha makes k = 1 break even in every case tried.")
 
 
+@_expects("speedup_with_fixed(alpha, k, c, verify_ratio, n, fixed_plain, fixed_spec)")
 def check_speedup_with_fixed(speedup_with_fixed) -> None:
     """Exercise ex-09-3: the speed-up of a whole run, with the passes of other sizes it pays."""
     from ..book.wallclock import speedup_with_fixed as reference
@@ -946,6 +1084,7 @@ def check_speedup_with_fixed(speedup_with_fixed) -> None:
 
 # --- Chapter 14: your own models
 
+@_expects("acceptance_from_steps(k_per_step, tokens_per_step)")
 def check_acceptance_from_library_steps(acceptance_from_steps, runs=()) -> None:
     """Exercise ex-14-1: ``acceptance_from_steps(k_per_step, tokens_per_step)``, accepted / verified drafts.
 
@@ -993,6 +1132,7 @@ def check_acceptance_from_library_steps(acceptance_from_steps, runs=()) -> None:
     passed("acceptance_from_steps agrees with GenerationStats.acceptance_rate on every case tried.")
 
 
+@_expects("rows_over_vocabulary(logits, V)")
 def check_rows_over_vocabulary(rows_over_vocabulary) -> None:
     """Exercise ex-14-2: ``rows_over_vocabulary(logits, V)``, rows over the first ``V`` of padded logits."""
     import numpy as np
