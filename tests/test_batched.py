@@ -99,3 +99,72 @@ def test_bad_batches_are_refused():
         batched_extend_logits([c, c], [[1], [2]])
     with pytest.raises(ValueError, match=r"feeds\[0\]"):
         batched_extend_logits([c], [[99]])
+
+
+# --- the batch driver: one batched target pass per step ------------------------------------------
+
+from speclib.core.decoding import autoregressive_generate, speculative_generate  # noqa: E402
+from speclib.core.variants import batch_generate  # noqa: E402
+
+
+def _pair():
+    target = random_transformer(CFG, seed=3)
+    small = TransformerConfig(vocab_size=11, block_size=16, d_model=8, n_layers=1, n_heads=1)
+    return target, random_transformer(small, seed=4)
+
+
+class _CountingPass:
+    """``batched_extend`` that counts its calls and the caches it served."""
+
+    def __init__(self):
+        self.calls, self.sizes = 0, []
+
+    def __call__(self, caches, feeds):
+        self.calls += 1
+        self.sizes.append(len(caches))
+        return batched_extend(caches, feeds)
+
+
+@pytest.mark.parametrize("k", [0, 1, 3])
+def test_batch_gives_each_sequence_the_tokens_it_gets_alone(k):
+    target, draft = _pair()
+    prompts = [[1], [2, 3, 4], [5] * 9, [0, 7]]
+    seeds = [11, 12, 13, 14]
+    count = _CountingPass()
+    outs, st = batch_generate(target, draft, prompts, 40, k, rng=seeds, target_pass=count)
+    for prompt, seed, out in zip(prompts, seeds, outs):
+        if k:
+            alone, _ = speculative_generate(target, draft, prompt, 40, k, rng=seed)
+        else:
+            alone, _ = autoregressive_generate(target, prompt, 40, rng=seed)
+        np.testing.assert_array_equal(out, alone)
+    # One target pass per batch step, and it served every live sequence.
+    assert count.calls == st.target_passes == len(st.block_lengths)
+    assert count.sizes == [len(lengths) for lengths in st.block_lengths]
+    assert count.sizes[0] == len(prompts)
+    assert st.tokens_generated == 40 * len(prompts)
+
+
+def test_the_default_pass_gives_the_same_tokens_and_a_shared_generator_stays_reproducible():
+    target, draft = _pair()
+    prompts = [[1], [2, 3]]
+    a, _ = batch_generate(target, draft, prompts, 25, 2, rng=[0, 1])
+    b, _ = batch_generate(target, draft, prompts, 25, 2, rng=[0, 1], target_pass=batched_extend)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    c, _ = batch_generate(target, draft, prompts, 25, 2, rng=5, target_pass=batched_extend)
+    d, _ = batch_generate(target, draft, prompts, 25, 2, rng=5)
+    assert all(np.array_equal(x, y) for x, y in zip(c, d))
+
+
+def test_batch_driver_refuses_a_wrong_pass_or_rng_list():
+    target, draft = _pair()
+    with pytest.raises(ValueError, match="rng"):
+        batch_generate(target, draft, [[1], [2]], 5, 2, rng=[0])
+    with pytest.raises(TypeError, match="target_pass"):
+        batch_generate(target, draft, [[1]], 5, 2, rng=0, target_pass=3)
+    with pytest.raises(ValueError, match="target_pass"):
+        batch_generate(target, draft, [[1], [2]], 5, 2, rng=0,
+                       target_pass=lambda caches, feeds: batched_extend(caches, feeds)[:1])
+    with pytest.raises(ValueError, match="target_pass"):
+        batch_generate(target, draft, [[1]], 5, 2, rng=0,
+                       target_pass=lambda caches, feeds: [r[1:] for r in batched_extend(caches, feeds)])

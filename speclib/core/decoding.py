@@ -35,7 +35,7 @@ import numpy as np
 from .._validate import MAX_NEW_TOKENS, as_bool, as_int, as_real, as_tokens
 from .cache import checked_rows, extend_checked, model_cache
 from .policies import FixedK, _check_controller
-from .proposers import DraftModel, check_model
+from .proposers import DraftModel, Proposal, check_model
 from .sampling import Sampler, Verification, as_chooser, verify
 
 
@@ -205,6 +205,16 @@ def autoregressive_generate(
     return text[prompt.size:], stats
 
 
+def _chain(proposal: Proposal) -> np.ndarray:
+    """The drafts a target pass scores (an empty chain for a plain step)."""
+    return proposal.tokens if proposal.tokens.shape[-1] else proposal.tokens.reshape(0)
+
+
+def chain_feed(cache, text: np.ndarray, drafts: np.ndarray) -> np.ndarray:
+    """What a target pass over a chain of ``drafts`` feeds: the text the cache has not read, then the drafts."""
+    return np.concatenate([text[len(cache):], drafts])
+
+
 def _target_rows(cache, text: np.ndarray, drafts: np.ndarray, timings: dict | None) -> np.ndarray:
     """One target pass: the rows at every drafted position and the one after, ``(k+1, V)``.
 
@@ -213,7 +223,7 @@ def _target_rows(cache, text: np.ndarray, drafts: np.ndarray, timings: dict | No
     """
     feed = text[len(cache):]
     if drafts.ndim == 1:
-        return extend_checked(cache, np.concatenate([feed, drafts]), "target", timings)[-(drafts.size + 1):]
+        return extend_checked(cache, chain_feed(cache, text, drafts), "target", timings)[-(drafts.size + 1):]
     depth, rows = drafts.shape[1], []
     for branch in drafts:
         cache.rollback(min(len(cache), text.size - feed.size))
@@ -269,22 +279,30 @@ class SpeculativeRun:
 
     def step(self, choose) -> Verification:
         """One step: draft, verify, accept / correct, bonus."""
-        n, timings = self.n, self.timings
-        remaining = self.text.size - n
-        text = self.text[:n]
-        k = as_int(self.policy.draft_length(), "k.draft_length()",
-                   minimum=0)
-        k = min(k, remaining)
-
         # 1. Draft: up to k tokens, with the row each was drawn from.
-        proposal = self.proposer.propose(text, k, self.policy, choose,
-                                         timings)
-        drafts, depth = proposal.tokens, proposal.tokens.shape[-1]
+        proposal = self.draft(choose)
         # 2. Verify: one target pass scores every drafted position
         #    and the one after.
-        q_rows = _target_rows(self.target_cache, text,
-                              drafts if depth else drafts.reshape(0),
-                              timings)
+        q_rows = _target_rows(self.target_cache, self.text[:self.n],
+                              _chain(proposal), self.timings)
+        # 3. Accept / reject / correct, 4. bonus, 5. roll back.
+        return self.finish(proposal, q_rows, choose)
+
+    # A batch driver calls the two halves itself, with one target
+    # pass for the whole batch between them.
+    def draft(self, choose) -> Proposal:
+        """Step 1: up to ``k`` drafts, with the row each was drawn from."""
+        k = as_int(self.policy.draft_length(), "k.draft_length()",
+                   minimum=0)
+        k = min(k, self.text.size - self.n)
+        return self.proposer.propose(self.text[:self.n], k, self.policy,
+                                     choose, self.timings)
+
+    def finish(self, proposal: Proposal, q_rows: np.ndarray,
+               choose) -> Verification:
+        """Steps 3 to 5, given the target's rows ``q_rows``."""
+        n, remaining = self.n, self.text.size - self.n
+        drafts, depth = proposal.tokens, proposal.tokens.shape[-1]
         # 3. Accept / reject / correct, 4. bonus (a step without
         #    drafts is a plain one).
         if depth:

@@ -47,8 +47,8 @@ import numpy as np
 
 from .._validate import (MAX_DRAFT_LENGTH, MAX_ENTRIES, MAX_NEW_TOKENS, as_bool, as_distribution, as_generator,
                          as_int, as_real, as_tokens, model_rows)
-from .cache import fed_tokens
-from .decoding import _check_model, prepare_run
+from .cache import checked_rows, fed_tokens
+from .decoding import _chain, _check_model, _target_rows, chain_feed, prepare_run
 from .proposers import _lookup, lookup_draft  # noqa: F401  (lookup_draft: the chapter imports it from here)
 from .sampling import Verification, _residual, as_chooser, check_block
 
@@ -459,6 +459,7 @@ class BatchStats:
     slots: int = 0
     discarded: int = 0
     block_lengths: list[list[int]] = field(default_factory=list)
+    pass_tokens: list[int] = field(default_factory=list)  #: tokens each batched target pass read
 
     @property
     def padding(self) -> int:
@@ -481,15 +482,18 @@ def batch_generate(
     prompts: Sequence[np.ndarray],
     max_new_tokens: int,
     k: int,
-    rng: np.random.Generator | int,
+    rng: np.random.Generator | int | Sequence,
     *,
     policy: str = "pad",
     verifier: Callable[..., Verification] | None = None,
+    target_pass: Callable | None = None,
 ) -> tuple[list[np.ndarray], BatchStats]:
     """Speculative decoding of ``B`` sequences whose blocks are verified in one batched pass.
 
-    Every step each live sequence drafts ``k`` tokens and one target pass checks them all;
-    the sequences' blocks come out with different lengths.
+    Every step each live sequence drafts ``k`` tokens (``SpeculativeRun.draft``), one target
+    pass scores the blocks of the whole batch, and each sequence verifies its own block
+    (``SpeculativeRun.finish``); ``k = 0`` steps the batch with plain decoding.  The
+    sequences' blocks come out with different lengths.
 
     ``policy="pad"``
         Each sequence keeps its own block; the batch stays rectangular by padding every
@@ -500,6 +504,19 @@ def batch_generate(
         depends on the other sequences, never on the token at the cut.
 
     A sequence that has its ``max_new_tokens`` leaves the batch.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator, int, chooser, or a sequence of them
+        One source of randomness shared by the batch, or one per prompt: then sequence ``i``
+        makes exactly the draws that ``speculative_generate(..., rng=rng[i])`` makes alone,
+        and gives the same tokens.
+    target_pass : callable, optional
+        ``target_pass(caches, feeds) -> rows``: one batched pass that feeds ``feeds[i]`` to
+        the target cache ``caches[i]`` and returns its rows (e.g.
+        :func:`speclib.lm.batched.batched_extend` for the numpy transformer).  By default
+        each cache is extended in turn (the same rows, one sequence at a time).  A sequence
+        proposing several draft sequences is scored by its own pass.
 
     Returns
     -------
@@ -516,24 +533,34 @@ def batch_generate(
         raise ValueError("prompts: need at least one prompt")
     max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0, maximum=MAX_NEW_TOKENS,
                             why="tokens one call generates")
-    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
+    k = as_int(k, "k", minimum=0, maximum=MAX_DRAFT_LENGTH)
     if policy not in ("pad", "truncate"):
         raise ValueError(f"policy: expected 'pad' or 'truncate', got {policy!r}")
+    if target_pass is not None and not callable(target_pass):
+        raise TypeError(f"target_pass: expected a callable (caches, feeds) -> rows, got {type(target_pass).__name__}")
+    if isinstance(rng, (list, tuple)):
+        if len(rng) != len(prompts):
+            raise ValueError(f"rng: expected one generator or seed per prompt ({len(prompts)}), got {len(rng)}")
+        choosers = [as_chooser(r, f"rng[{i}]") for i, r in enumerate(rng)]
+    else:
+        choosers = [as_chooser(rng)] * len(prompts)
 
     # One run of the speculative loop per sequence; this driver only steps them together.
-    runs = [prepare_run(target, draft, pr, max_new_tokens, k, True, verifier) for pr in prompts]
-    choose = as_chooser(rng)
+    runs = [prepare_run(target, draft, pr, max_new_tokens, k or _NoDrafts(), True, verifier) for pr in prompts]
     stats = BatchStats(batch_size=len(prompts))
     while True:
-        live = [run for run in runs if not run.done]
+        live = [i for i, run in enumerate(runs) if not run.done]
         if not live:
             break
-        before = [(run.n, run.stats.draft_passes) for run in live]
-        for run in live:
-            run.step(choose)
-        lengths = [run.n - n for run, (n, _) in zip(live, before)]
+        before = [(runs[i].n, runs[i].stats.draft_passes) for i in live]
+        proposals = [runs[i].draft(choosers[i]) for i in live]
+        rows, scored = _batch_target_rows([runs[i] for i in live], proposals, target_pass, vocab)
+        for i, proposal, q_rows in zip(live, proposals, rows):
+            runs[i].finish(proposal, q_rows, choosers[i])
+        lengths = [runs[i].n - n for i, (n, _) in zip(live, before)]
         keep = min(lengths) if policy == "truncate" else None
-        for run, (n, passes), length in zip(live, before, lengths):
+        for i, (n, passes), length in zip(live, before, lengths):
+            run = runs[i]
             if keep is not None and keep < length:
                 run.truncate(n + keep)
             stats.discarded += length - (run.n - n)
@@ -541,8 +568,50 @@ def batch_generate(
             stats.draft_passes += run.stats.draft_passes - passes
         stats.slots += len(live) * (max(lengths) if keep is None else keep)
         stats.target_passes += 1
+        stats.pass_tokens.append(scored)
         stats.block_lengths.append(lengths)
     return [run.tokens.copy() for run in runs], stats
+
+
+class _NoDrafts:
+    """The draft-length policy of plain decoding (``k = 0``): every step is a plain one."""
+
+    name = "plain"
+
+    def draft_length(self) -> int:
+        return 0
+
+    def keep_drafting(self, p: np.ndarray, x: int) -> bool:
+        return False
+
+    def update(self, n_drafted: int, n_accepted: int) -> None:
+        pass
+
+
+def _batch_target_rows(runs: list, proposals: list, target_pass: Callable | None,
+                       vocab: int) -> tuple[list[np.ndarray], int]:
+    """The target's rows for every run's proposal, from one batched pass; and the tokens it read."""
+    rows: list = [None] * len(runs)
+    chains, feeds = [], []
+    for i, (run, proposal) in enumerate(zip(runs, proposals)):
+        drafts = _chain(proposal)
+        if drafts.ndim == 1:
+            chains.append(i)
+            feeds.append(chain_feed(run.target_cache, run.text[:run.n], drafts))
+        else:  # several draft sequences: scored by the run's own pass
+            rows[i] = _target_rows(run.target_cache, run.text[:run.n], drafts, None)
+    caches = [runs[i].target_cache for i in chains]
+    out = [c.extend(f) for c, f in zip(caches, feeds)] if target_pass is None else target_pass(caches, feeds)
+    if not isinstance(out, (list, tuple)) or len(out) != len(feeds):
+        raise ValueError(f"target_pass: expected a list of {len(feeds)} row arrays (one per cache), "
+                         f"got {type(out).__name__}")
+    for i, feed, r in zip(chains, feeds, out):
+        r = checked_rows(np.asarray(r), "target_pass")
+        if r.shape != (feed.size, vocab):
+            raise ValueError(f"target_pass: expected rows of shape ({feed.size}, {vocab}) for a cache fed "
+                             f"{feed.size} tokens, got {r.shape}")
+        rows[i] = r[-(_chain(proposals[i]).size + 1):]
+    return rows, sum(f.size for f in feeds)
 
 
 def block_length_cdf(alpha: float, k: int) -> np.ndarray:
@@ -675,6 +744,9 @@ class RecurrentCache:
     ----------
     states : ndarray, shape (len(cache), hidden_size)
     """
+
+    #: Rows right by construction: the loops do not check them again (speclib.core.cache.rows_trusted).
+    trusted_rows = True
 
     def __init__(self, model: RecurrentModel) -> None:
         if not isinstance(model, RecurrentModel):
