@@ -10,20 +10,36 @@ and the parts that plug into it, theory, the exact law, the vectorized engine),
 names below are the ones a reader meets first.
 """
 
-from .core.decoding import GenerationStats, autoregressive_generate, speculative_generate
-from .core.exact import output_distribution, target_sequence_distribution
-from .core.policies import ConfidenceStop, FallbackMonitor, FixedK, HeuristicK
-from .core.proposers import MultiDraft, PromptLookup
-from .lm.models import FixedContextModel, MarkovModel, Model, fixed_pair, markov_pair, noisy_draft
-from .core.sampling import Verification, acceptance_rate, residual_distribution, sample_token, verify
-from .core.theory import (
-    expected_tokens_per_pass,
-    operations_factor,
-    optimal_k,
-    tokens_per_step_pmf,
-    tokens_per_step_variance,
-    walltime_speedup,
-)
+from importlib import import_module as _import_module
+
+# The names are imported on first use (PEP 562), so that ``import speclib`` and the command line
+# start at once: ``python -m speclib`` installs its Ctrl-C handling before numpy loads.
+_EXPORTS = {
+    "core.decoding": ("GenerationStats", "autoregressive_generate", "speculative_generate"),
+    "core.exact": ("output_distribution", "target_sequence_distribution"),
+    "core.policies": ("ConfidenceStop", "FallbackMonitor", "FixedK", "HeuristicK"),
+    "core.proposers": ("MultiDraft", "PromptLookup"),
+    "lm.models": ("FixedContextModel", "MarkovModel", "Model", "fixed_pair", "markov_pair", "noisy_draft"),
+    "core.sampling": ("Verification", "acceptance_rate", "residual_distribution", "sample_token", "verify"),
+    "core.theory": ("expected_tokens_per_pass", "operations_factor", "optimal_k", "tokens_per_step_pmf",
+                    "tokens_per_step_variance", "walltime_speedup"),
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+
+
+def __getattr__(name: str) -> object:
+    if name in _WHERE:
+        value = getattr(_import_module(f"{__name__}.{_WHERE[name]}"), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+    if name in ("core", "lm", "book"):
+        return _import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
+
 
 __version__ = "0.1.0"
 

@@ -9,12 +9,27 @@
 
 from __future__ import annotations
 
-import argparse
-import math
 import os
+import signal
 import sys
-import textwrap
-from typing import Callable, NamedTuple
+
+
+def _interrupted_early(signum: int, frame: object) -> None:
+    """Ctrl-C before :func:`run` takes over (while Python loads the modules): one line, status 130."""
+    try:
+        os.write(2, b"python -m speclib: interrupted\n")
+    finally:
+        os._exit(130)
+
+
+if __name__ == "__main__":  # first thing: no traceback through the imports below
+    signal.signal(signal.SIGINT, _interrupted_early)
+
+import argparse  # noqa: E402
+import math  # noqa: E402
+import textwrap  # noqa: E402
+import time  # noqa: E402
+from typing import Callable, NamedTuple  # noqa: E402
 
 
 class Pair(NamedTuple):
@@ -52,6 +67,11 @@ DRAFTS = {"pair": "the pair's own draft",
 
 DEFAULT_PROMPTS = {"prose": "The ", "code": "def "}
 MAX_NEW_TOKENS = 100_000
+#: The largest draft length: speclib._validate.MAX_DRAFT_LENGTH (a test keeps the two equal; this
+#: module does not import speclib's numerical code before it must).
+MAX_K = 10_000
+#: Seconds between two progress lines when standard error is not a terminal.
+PROGRESS_SECONDS = 5.0
 
 
 def _generate_parser(commands) -> argparse.ArgumentParser:
@@ -68,8 +88,10 @@ def _generate_parser(commands) -> argparse.ArgumentParser:
         epilog="examples:\n"
         "  python -m speclib generate --domain code --k 4 --prompt 'def ' --new-tokens 200\n"
         "  python -m speclib generate --domain prose --greedy --new-tokens 100\n\n"
-        "Colour is used when standard output is a terminal and NO_COLOR is not set; a progress bar\n"
-        "is shown on standard error when it is a terminal.",
+        "Colour is used when standard output is a terminal and NO_COLOR is not set. Progress is\n"
+        "shown on standard error: a bar when it is a terminal, otherwise (a log file, a pipe) one\n"
+        f"line every {PROGRESS_SECONDS:g} seconds once a run lasts that long.\n"
+        f"Limits: --new-tokens at most {MAX_NEW_TOKENS}, --k at most {MAX_K}.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--domain", choices=("prose", "code"), default="prose",
@@ -97,8 +119,8 @@ def _generate_parser(commands) -> argparse.ArgumentParser:
 
 def _check_generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> float:
     """Validate the generate options (argparse style: one line, exit code 2); return the temperature."""
-    if args.k < 1:
-        parser.error(f"argument --k: must be at least 1, got {args.k}")
+    if not 1 <= args.k <= MAX_K:
+        parser.error(f"argument --k: must lie between 1 and {MAX_K}, got {args.k}")
     if not 0 <= args.new_tokens <= MAX_NEW_TOKENS:
         parser.error(f"argument --new-tokens: must lie between 0 and {MAX_NEW_TOKENS}, got {args.new_tokens}")
     if args.seed < 0:
@@ -199,6 +221,31 @@ class _ProgressBar:
         self.stream.flush()
 
 
+class _ProgressLines:
+    """Progress for a stream that is not a terminal (a log file, a pipe): one line every
+    ``every`` seconds, none for a run shorter than that."""
+
+    def __init__(self, total: int, stream, every: float | None = None, clock=time.monotonic) -> None:
+        self.total, self.stream, self.clock = total, stream, clock
+        self.every = PROGRESS_SECONDS if every is None else every
+        self.start = self.clock()
+        self.next = self.start + every
+
+    def __call__(self, done: int) -> None:
+        now = self.clock()
+        if now >= self.next:
+            self.next = now + self.every
+            try:
+                self.stream.write(f"python -m speclib: {min(done, self.total)}/{self.total} tokens, "
+                                  f"{now - self.start:.0f} s\n")
+                self.stream.flush()
+            except (OSError, ValueError):  # a closed or full stream: progress is optional
+                pass
+
+    def close(self) -> None:
+        pass
+
+
 def _statistics(trace, args: argparse.Namespace, temperature: float) -> str:
     stats = trace.stats
     verified = stats.draft_verified
@@ -240,8 +287,9 @@ def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     except RuntimeError as error:  # e.g. a Python installation without its documentation topics
         parser.exit(1, f"{parser.prog}: error: {error}\n")
 
-    on_terminal = sys.stderr is not None and sys.stderr.isatty()
-    progress = _ProgressBar(args.new_tokens, sys.stderr) if on_terminal else None
+    progress = None
+    if sys.stderr is not None:
+        progress = (_ProgressBar if sys.stderr.isatty() else _ProgressLines)(args.new_tokens, sys.stderr)
     try:
         # One BLAS thread, as chapter 9 measures: a decoding stream's small products gain nothing
         # from more, and threads that wait for each other on a busy machine only slow them down.
@@ -306,6 +354,8 @@ def run(argv: list[str] | None = None) -> int:
     output closed or not writable (a full disk) is one line on standard error and exit status 1.
     """
     prog = "python -m speclib"
+    if signal.getsignal(signal.SIGINT) is _interrupted_early:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # from here, KeyboardInterrupt below
     if sys.stdout is None:
         _note(f"{prog}: error: standard output is closed")
         return 1

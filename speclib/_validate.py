@@ -178,7 +178,8 @@ MAX_BLOCKS = 1_000_000
 def as_int_list(values: object, name: str, minimum: int | None = None, maximum: int | None = None) -> list[int]:
     """Return ``values`` (a sequence of integers, e.g. draft lengths ``ks``) as a list of ints."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise TypeError(f"{name}: expected a sequence of integers, got {values!r} ({type(values).__name__})")
+        raise TypeError(f"{name}: expected a sequence of integers, got {values!r} ({type(values).__name__})"
+                        + (f"; for one value write [{values!r}]" if isinstance(values, numbers.Integral) else ""))
     out = [as_int(v, name, minimum, maximum) for v in values]
     if not out:
         raise ValueError(f"{name}: must contain at least one value")
@@ -203,6 +204,17 @@ def as_path(value: object, name: str = "path") -> "Path":
     if isinstance(value, str) and not value.strip():
         raise ValueError(f"{name}: expected a file path, got an empty string")
     return Path(value)
+
+
+def as_real_list(values: object, name: str, low: float | None = None, high: float | None = None) -> list[float]:
+    """Return ``values`` (a sequence of real numbers, e.g. ``temperatures``) as a list of finite floats."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"{name}: expected a sequence of real numbers, got {values!r} ({type(values).__name__})"
+                        + (f"; for one value write [{values!r}]" if isinstance(values, numbers.Real) else ""))
+    out = [as_real(v, name, low, high) for v in values]
+    if not out:
+        raise ValueError(f"{name}: must contain at least one value")
+    return out
 
 
 def model_rows(model: object, tokens: np.ndarray, name: str) -> np.ndarray:

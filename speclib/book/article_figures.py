@@ -26,7 +26,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from .._validate import MAX_BLOCKS, MAX_DRAFT_LENGTH, as_int, as_int_list, as_probability_array, as_real, as_real_array
-from .article import CONTEXT_ID, SpeculativeDecoder, SweepRow
+from .article import CONTEXT_ID, EndToEnd, SpeculativeDecoder, SweepRow
 from ..core.theory import expected_tokens_per_pass, tokens_per_step_pmf, tokens_per_step_variance
 from ..core.tradeoff import break_even_c  # noqa: F401  (one definition, shared with chapter 6)
 
@@ -192,6 +192,24 @@ def tokens_per_pass_se(alpha: float, k: int, n_passes: int) -> float:
     return float(np.sqrt(tokens_per_step_variance(alpha, k) / n_passes))
 
 
+def _row(row: object, name: str = "row") -> SweepRow:
+    if not isinstance(row, SweepRow):
+        raise TypeError(f"{name}: expected a SweepRow (from speclib.book.article.k_sweep or noise_sweep), "
+                        f"got {type(row).__name__}")
+    return row
+
+
+def _rows(rows: object, name: str) -> list[SweepRow]:
+    """``rows`` as a non-empty list of :class:`SweepRow` (what the article's sweeps return)."""
+    if isinstance(rows, (str, bytes, SweepRow)) or not hasattr(rows, "__iter__"):
+        raise TypeError(f"{name}: expected a list of SweepRow (from speclib.book.article.k_sweep or "
+                        f"noise_sweep), got {type(rows).__name__}")
+    rows = [_row(r, f"{name}[{i}]") for i, r in enumerate(rows)]
+    if not rows:
+        raise ValueError(f"{name}: expected at least one SweepRow, got none")
+    return rows
+
+
 def tokens_per_pass_z(row: SweepRow, n_tokens: int) -> float:
     """``(measured - theory at alpha) / standard error`` for one row of an article sweep.
 
@@ -202,6 +220,7 @@ def tokens_per_pass_z(row: SweepRow, n_tokens: int) -> float:
     all its drafts, the standard error is 0, and the only deviation from ``k + 1`` is the
     final step, cut short at ``n_tokens``.
     """
+    row = _row(row)
     n_tokens = as_int(n_tokens, "n_tokens", minimum=1)
     if row.alpha > 1.0 - ALPHA_ONE_TOL:
         raise ValueError(f"row: alpha = {row.alpha:.12g} (the draft equals the target), so the "
@@ -239,6 +258,9 @@ def step_sizes(noise: float, k: int = 4, n_steps: int = 2000, seed: int = 0,
 
 def article_tables(k_rows: Sequence[SweepRow], noise_rows: Sequence[SweepRow], e2e) -> str:
     """The article's three tables in its own layout and rounding (its columns only)."""
+    k_rows, noise_rows = _rows(k_rows, "k_rows"), _rows(noise_rows, "noise_rows")
+    if not isinstance(e2e, EndToEnd):
+        raise TypeError(f"e2e: expected an EndToEnd (from speclib.book.article.end_to_end), got {type(e2e).__name__}")
     s, b = e2e.speculative, e2e.baseline
     lines = [f"{'K':>4}  {'Acceptance':>12}  {'Tokens/pass':>12}  {'Theoretical':>12}"]
     lines += [f"{r.k:>4}  {r.acceptance:>12.3f}  {r.tokens_per_pass:>12.2f}  {r.theoretical:>12.2f}"
@@ -264,6 +286,7 @@ def corrected_table(rows: Sequence[SweepRow], n_tokens: int, by: str = "k") -> s
     """
     if by not in ("k", "noise"):
         raise ValueError(f"by: expected 'k' or 'noise', got {by!r}")
+    rows = _rows(rows, "rows")
     head = ("| k " if by == "k" else "| noise ") + (
         "| acc. (article) | acc. / verified | alpha | tokens/pass | theory at article acc. "
         "| theory at alpha | z |")
@@ -302,6 +325,7 @@ def plot_k_sweep(rows: Sequence[SweepRow], axes=None, corrected: bool = False):
     ``corrected=True`` the corrected ones are added: accepted / verified, ``alpha``, the
     closed form at ``alpha``.  Returns the two axes.
     """
+    rows = _rows(rows, "rows")
     ax1, ax2 = _axes(axes, 2, (10, 3.6))
     ks = [r.k for r in rows]
     ax1.plot(ks, [r.acceptance for r in rows], "o-", label="accepted / proposed (article)")
@@ -393,6 +417,7 @@ def plot_accounting_gap(rows: Sequence[SweepRow], ax=None):
 
     The formula is :func:`accounting_gap` at each row's exact ``alpha``.
     """
+    rows = _rows(rows, "rows")
     (ax,) = _axes(ax, 1, (7, 3.5))
     ks = np.array([r.k for r in rows])
     alpha = rows[0].alpha

@@ -153,7 +153,7 @@ def exactness_grid(
     >>> row.max_error < 1e-12, row.faulty_tv > 1e-3
     (True, True)
     """
-    from .._validate import as_int, as_real
+    from .._validate import as_bool, as_int_list, as_real
     from .broken import Variant
     from ..core.exact import max_abs_error, total_variation
     from ..lm.models import markov_pair
@@ -164,10 +164,9 @@ def exactness_grid(
         raise ValueError(f"faulty: variant {faulty.name!r} changes the decoding loop, not only the verifier; "
                          "exactness_grid compares verifiers")
     verifier = faulty.verifier
-    vocab_sizes = tuple(as_int(v, "vocab_sizes", minimum=2) for v in vocab_sizes)
-    ks = tuple(as_int(k, "ks", minimum=1) for k in ks)
-    if not vocab_sizes or not ks:
-        raise ValueError("vocab_sizes and ks: need at least one value each")
+    vocab_sizes = tuple(as_int_list(vocab_sizes, "vocab_sizes", minimum=2))
+    ks = tuple(as_int_list(ks, "ks", minimum=1))
+    bonus = as_bool(bonus, "bonus")
     draft_noise = as_real(draft_noise, "draft_noise", low=0.0, high=1.0)
     rows = []
     for vocab in vocab_sizes:

@@ -12,7 +12,6 @@ never disagree with the chapters.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -40,14 +39,37 @@ class Exercise(NamedTuple):
 
 
 def _path(value: object, name: str) -> Path:
-    if not isinstance(value, (str, os.PathLike)):
-        raise TypeError(f"{name}: expected a path, got {value!r} ({type(value).__name__})")
-    return Path(value)
+    from .._validate import as_path
+
+    return as_path(value, name)
+
+
+def _book_root(root: object) -> Path:
+    """``root`` as the folder of a book: an existing directory holding ``_toc.yml``."""
+    root = _path(root, "root")
+    if not root.is_dir():
+        raise FileNotFoundError(f"root: no folder at {root}; expected the book's folder (the one holding _toc.yml)")
+    if not (root / "_toc.yml").is_file():
+        raise FileNotFoundError(f"root: {root} holds no _toc.yml; expected the book's folder (the one holding "
+                                "_toc.yml, the book's repository)")
+    return root
 
 
 def _markdown(nb_path: Path) -> str:
-    nb = json.loads(_path(nb_path, "nb_path").read_text(encoding="utf-8"))
-    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    nb_path = _path(nb_path, "nb_path")
+    if not nb_path.is_file():
+        raise FileNotFoundError(f"nb_path: no notebook file at {nb_path}")
+    not_a_notebook = f"nb_path: {nb_path} is not a Jupyter notebook (.ipynb)"
+    try:
+        nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{not_a_notebook}: it is not JSON ({error})") from None
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        raise ValueError(f"{not_a_notebook}: it has no list of cells")
+    try:
+        return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"{not_a_notebook}: a cell lacks its type or source ({error!r})") from None
 
 
 def notebook_exercises(nb_path: Path, chapter: str | None = None) -> list[Exercise]:
@@ -85,7 +107,7 @@ def toc_chapters(root: Path) -> list[str]:
     """Chapter files named in ``root/_toc.yml``, in order (without suffix)."""
     import yaml
 
-    toc = yaml.safe_load((_path(root, "root") / "_toc.yml").read_text())
+    toc = yaml.safe_load((_book_root(root) / "_toc.yml").read_text())
     files = [toc["root"]]
     for part in toc.get("parts", [{"chapters": toc.get("chapters", [])}]):
         for chapter in part.get("chapters", []):
@@ -96,7 +118,7 @@ def toc_chapters(root: Path) -> list[str]:
 
 def book_exercises(root: Path) -> list[Exercise]:
     """Every exercise of every notebook chapter in the table of contents, in reading order."""
-    root = _path(root, "root")
+    root = _book_root(root)
     out = []
     for name in toc_chapters(root):
         path = root / f"{name}.ipynb"

@@ -28,6 +28,13 @@ def _view(view, kind: str, maker: str):
     return view
 
 
+def _instance(value, cls, name, what):
+    """Refuse ``value`` unless it is a ``cls``; ``what`` says where such an object comes from."""
+    if not isinstance(value, cls):
+        raise TypeError(f"{name}: expected {what}, got {value!r:.60} ({type(value).__name__})")
+    return value
+
+
 def _finite(values, name):
     """``values`` as a float array of finite numbers (no strings, complex numbers or NaN)."""
     import numpy as np
@@ -182,6 +189,13 @@ def plot_pass_times(times, fit=None, ax=None, label="measured median", relative=
     """
     import numpy as np
 
+    from ..core.cost import PassCostFit, PassTimes
+
+    _instance(times, PassTimes, "times", "a PassTimes (speclib.lm.transformer.pass_times returns one)")
+    if fit is not None:
+        _instance(fit, PassCostFit, "fit", "a PassCostFit (from speclib.core.cost.fit_pass_cost) or None")
+    _text(label, "label")
+    relative = _flag(relative, "relative")
     ax = _axes(ax)
     scale = times.median[0] if relative else 1e-3
     lo, hi = np.percentile(times.seconds, [25, 75], axis=0)
@@ -225,7 +239,7 @@ def plot_pass_cost(view, measured=(), ax=None):
         ax.plot(n, 1e3 * np.asarray(seconds), next(markers, "o"), color="black", label=label)
     kp1 = view.k + 1
     ax.plot([kp1], [view.verify_relative * ms[0]], "*", color="tab:red", markersize=14,
-            label=f"k + 1 = {kp1} tokens: {view.verify_relative:.2f}x one token")
+            label=f"model, k + 1 = {kp1} tokens: {view.verify_relative:.2f}x the model's one-token pass")
     if view.crossover <= view.n_tokens[-1]:
         ax.axvline(view.crossover, color="tab:orange", linestyle=":",
                    label=f"crossover: {view.crossover:.0f} tokens")
@@ -477,8 +491,12 @@ def plot_controller_comparison(comparison, ax=None, title="Speed-up of each cont
     of two standard errors shows the run-to-run noise.
     """
     _text(title, "title")
+    legend = _flag(legend, "legend")
     import numpy as np
 
+    from ..core.adaptive import Comparison
+
+    _instance(comparison, Comparison, "comparison", "a Comparison (speclib.core.adaptive.compare_controllers returns one)")
     ax = _axes(ax)
     for name, values in comparison.speedup.items():
         style = dict(linestyle="--", color="tab:gray") if name.startswith("oracle") else dict(marker="o", markersize=3)
@@ -503,15 +521,37 @@ def plot_fallback_trace(estimates, history, c, tokens_per_step, boundaries=(), a
     per step; ``tokens_per_step`` places the steps on the token axis; ``boundaries`` marks
     where segments change (in tokens).
     """
+    _text(title, "title")
     import numpy as np
 
+    from .._validate import as_bool, as_real, as_real_array
+
+    # NaN is allowed: the monitor has no estimate before its first verified draft.
+    estimates = as_real_array(estimates, "estimates", "acceptance rates in [0, 1]")
+    if estimates.ndim != 1:
+        raise ValueError(f"estimates: expected one estimate per step (1-D), got shape {estimates.shape}")
+    known = estimates[~np.isnan(estimates)]
+    if ((known < 0) | (known > 1)).any():
+        raise ValueError(f"estimates: acceptance rates must lie in [0, 1], got values from "
+                         f"{known.min():g} to {known.max():g}")
+    if isinstance(history, (str, bytes)) or not hasattr(history, "__iter__"):
+        raise TypeError(f"history: expected one True/False per step, got {type(history).__name__}")
+    history = [as_bool(h, "history") for h in history]
+    c = as_real(c, "c", low=0.0)
+    steps = _finite(tokens_per_step, "tokens_per_step")
+    if steps.ndim != 1 or (steps < 0).any():
+        raise ValueError("tokens_per_step: expected one non-negative token count per step")
+    if not len(estimates) == len(history) == len(steps):
+        raise ValueError(f"estimates, history, tokens_per_step: expected one entry per step each, got "
+                         f"{len(estimates)}, {len(history)} and {len(steps)}")
+    bounds = _finite(boundaries, "boundaries")
     ax = _axes(ax)
-    ends = np.cumsum(tokens_per_step)
+    ends = np.cumsum(steps)
     ax.plot(ends, estimates, color="tab:blue", label="rolling acceptance estimate")
     ax.axhline(c, color="tab:red", linestyle="--", label=f"break-even: alpha = c = {c:g}")
     plain = ~np.asarray(history, dtype=bool)
     ax.fill_between(ends, 0, 1, where=plain, step="pre", color="tab:orange", alpha=0.25, label="plain decoding")
-    for b in boundaries:
+    for b in bounds.ravel():
         ax.axvline(b, color="black", linewidth=1, linestyle=":")
     ax.set_ylim(0, 1)
     ax.set_xlabel("tokens generated")

@@ -32,7 +32,7 @@ from typing import Callable
 import numpy as np
 
 from .._validate import (MAX_DRAFT_LENGTH, MAX_NEW_TOKENS, as_bool, as_distribution, as_generator, as_int,
-                         as_probability_array, as_real_array, as_tokens, model_rows)
+                         as_probability_array, as_real, as_real_array, as_tokens, model_rows)
 from ..core.decoding import GenerationStats, _check_model, speculative_generate
 from ..core.sampling import Verification, verify
 
@@ -334,6 +334,11 @@ def expected_tokens_renewal(beta: np.ndarray, k: int) -> float:
     return float(n / blocks[0])
 
 
+#: The highest confidence level :func:`batch_means_interval` accepts: nearer to 1, ``0.5 + level / 2``
+#: rounds to 1 in double precision and the interval's bounds become infinite (or NaN).
+MAX_LEVEL = 1.0 - 1e-9
+
+
 def batch_means_interval(values: object, n_batches: int = 20, level: float = 0.95):
     """Confidence interval for the mean of a *correlated* sequence, by batch means.
 
@@ -370,6 +375,10 @@ def batch_means_interval(values: object, n_batches: int = 20, level: float = 0.9
                          f"got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError("values: contains NaN or an infinite value")
+    level = as_real(level, "level", low=0.0, high=1.0)
+    if not 0.0 < level <= MAX_LEVEL:
+        raise ValueError(f"level: must lie in (0, {MAX_LEVEL!r}] (closer to 1 the Student-t quantile "
+                         f"overflows to infinity), got {level!r}")
     means = [batch.mean() for batch in np.array_split(arr, n_batches)]
     ci = mean_confidence_interval(means, level)
     mean = float(arr.mean())

@@ -21,13 +21,15 @@ whether greedy speculative decoding then ever writes another text than greedy de
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
-from .._validate import MAX_NEW_TOKENS, as_int, as_int_list, as_real, as_tokens
+from .._validate import (MAX_DRAFT_LENGTH, MAX_ENTRIES, MAX_NEW_TOKENS, MAX_REPEATS, as_int, as_int_list,
+                         as_real, as_real_list, as_tokens)
 from ..core.decoding import autoregressive_generate, speculative_generate
 from ..core.proposers import check_model
 from ..core.theory import expected_tokens_per_pass
@@ -231,9 +233,12 @@ def wallclock_experiment(target: Callable, draft: Callable, prompts: list, n_new
     vocab = check_model(target, "target")
     prompts = _check_prompts(prompts, vocab)
     n_new = as_int(n_new, "n_new", minimum=1, maximum=MAX_NEW_TOKENS, why="tokens one run generates")
-    reps = as_int(reps, "reps", minimum=1)
-    ks_all = np.array([0] + as_int_list(ks, "ks", minimum=1))
+    reps = as_int(reps, "reps", minimum=1, maximum=MAX_REPEATS, why="timings settle long before")
+    ks_all = np.array([0] + as_int_list(ks, "ks", minimum=1, maximum=MAX_DRAFT_LENGTH))
     shape = (ks_all.size, len(prompts), reps)
+    if math.prod(shape) > MAX_ENTRIES // 16:
+        raise ValueError(f"reps: {len(ks_all)} settings x {len(prompts)} prompts x {reps} repetitions "
+                         f"is more than the {MAX_ENTRIES // 16} runs one experiment may time")
     fields = {name: np.full(shape, np.nan) for name in (
         "seconds", "target_seconds", "draft_seconds", "target_passes", "draft_passes", "steps", "accepted",
         "verified", "target_pass", "draft_pass", "fixed_seconds")}
@@ -348,7 +353,7 @@ def position_alphas(target, drafts: dict, ids: object,
         if check_model(model, f"drafts[{name!r}]") != vocab:
             raise ValueError(f"drafts[{name!r}]: vocabulary of {model.vocab_size} tokens differs from the target's {vocab}")
     ids = as_tokens(ids, "ids", vocab, allow_empty=False)
-    temps = [as_real(t, "temperatures", low=0.0) for t in temperatures]
+    temps = as_real_list(temperatures, "temperatures", low=0.0)
     with blas_threads(1):
         zq = _log_rows(target, ids)
         q = {t: _tempered(zq, t) for t in temps}
