@@ -36,6 +36,7 @@ import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -307,18 +308,23 @@ class Transformer:
         return np.concatenate([x @ b for b in blocks], axis=1)
 
     # The one place where the network is evaluated.  ``keys``/``values`` hold, for each
-    # layer, ``filled`` cached positions of the current window; the new tokens take
-    # window positions ``filled .. filled + n - 1`` and are written after them.
-    # ``features``, when given, receives the final hidden state of every new token (after the
-    # final layer norm, before the output projection): what Medusa and EAGLE heads read.
+    # layer, ``filled`` cached slots of the current window; the new tokens are written to
+    # slots ``filled .. filled + n - 1`` after them.  By default they are a chain: window
+    # positions ``filled .. filled + n - 1`` and a causal mask.  A token tree passes its
+    # nodes' ``positions`` (window position = depth) and an additive ``mask`` of shape
+    # ``(n, filled + n)`` (0 where a node may look, -inf elsewhere: the cached slots and its
+    # own ancestors).  ``features``, when given, receives the final hidden state of every new
+    # token (after the final layer norm, before the output projection): what Medusa and
+    # EAGLE heads read.
     def _run(self, tokens: np.ndarray, filled: int, keys: np.ndarray, values: np.ndarray,
-             features: np.ndarray | None = None) -> np.ndarray:
+             features: np.ndarray | None = None, positions: np.ndarray | None = None,
+             mask: np.ndarray | None = None) -> np.ndarray:
         cfg = self.config
         n, h, dh = tokens.size, cfg.n_heads, cfg.head_dim
         end = filled + n
-        x = self.params["wte"][tokens] + self.params["wpe"][filled:end]
-        mask = None
-        if n > 1:  # new token j may look at window positions 0 .. filled + j
+        wpe = self.params["wpe"]
+        x = self.params["wte"][tokens] + (wpe[filled:end] if positions is None else wpe[positions])
+        if mask is None and n > 1:  # new token j may look at window slots 0 .. filled + j
             mask = np.triu(np.full((n, end), -np.inf, dtype=np.float32), k=filled + 1)
         scale = np.float32(1.0 / math.sqrt(dh))
         for layer, (g1, b1, w_qkv, b_qkv, w_o, b_o, g2, b2, w_up, b_up, w_down, b_down) in enumerate(self._layers):
@@ -341,13 +347,29 @@ class Transformer:
         return self._mm(x, self._w_out)
 
 
+class _PendingTree(NamedTuple):
+    """A tree scored by :meth:`KVCache.extend_tree` and not yet resolved by :meth:`KVCache.accept_tree`."""
+
+    length: int  # tokens the cache held before the tree
+    slot: int  # window slot of node 0 (the nodes' keys lie at slot + i); -1: scored path by path
+    tokens: np.ndarray
+    parents: np.ndarray
+    features: np.ndarray | None  # the nodes' final hidden states (a cache with features only)
+
+
 class KVCache:
     """The incremental state of one :class:`Transformer` reading one sequence.
 
     ``len(cache)`` is the number of tokens fed so far.  :meth:`extend` feeds more tokens
     and returns their next-token distributions; :meth:`rollback` returns to an earlier
     length.  Extending after a rollback gives exactly what a fresh computation on the same
-    tokens gives (the tests check it).
+    tokens gives (the tests check it).  :meth:`extend_tree` scores a whole token tree in one
+    pass and :meth:`accept_tree` keeps one of its branches.
+
+    The keys and values of the window that the next token is read through are kept, and so
+    are those of the window before it: a rollback behind the point where the window moved
+    returns to the earlier window's keys instead of re-reading its tokens.
+    :attr:`tokens_computed` counts the tokens run through the network, re-reads included.
 
     Examples
     --------
@@ -369,13 +391,19 @@ class KVCache:
         #: Keep each fed token's final hidden state (:attr:`features`), for heads that read it.
         self.keep_features = as_bool(features, "features")
         self._features = np.zeros((64 if self.keep_features else 0, cfg.d_model), dtype=np.float32)
-        shape = (cfg.n_layers, cfg.n_heads, cfg.block_size, cfg.head_dim)
+        # block_size slots for the window, as many again for the nodes of a token tree.
+        shape = (cfg.n_layers, cfg.n_heads, 2 * cfg.block_size, cfg.head_dim)
         self._keys = np.zeros(shape, dtype=np.float32)
         self._values = np.zeros(shape, dtype=np.float32)
-        self._tokens = np.zeros(64, dtype=np.int64)
-        self._length = 0  # tokens fed
         self._start = 0  # absolute position of window slot 0
         self._filled = 0  # window slots holding valid keys/values
+        # The other window: [keys, values, start, filled] (filled = 0: nothing kept).
+        self._other = [np.zeros(shape, dtype=np.float32), np.zeros(shape, dtype=np.float32), -1, 0]
+        self._tokens = np.zeros(64, dtype=np.int64)
+        self._length = 0  # tokens fed
+        self._tree: _PendingTree | None = None
+        #: Tokens run through the network so far: fed tokens, tree nodes and window re-reads.
+        self.tokens_computed = 0
 
     def __len__(self) -> int:
         return self._length
@@ -413,6 +441,28 @@ class KVCache:
         self._tokens[self._length:need] = tokens
         self._length = need
 
+    def _run(self, tokens: np.ndarray, features: np.ndarray | None = None, positions: np.ndarray | None = None,
+             mask: np.ndarray | None = None) -> np.ndarray:
+        """One pass of the network over ``tokens``, written after the window's filled slots."""
+        self.tokens_computed += tokens.size
+        return self.model._run(tokens, self._filled, self._keys, self._values, features, positions, mask)
+
+    def _enter_window(self, pos: int) -> None:
+        """Make the current window the one token ``pos`` is read through, holding tokens ``start .. pos - 1``.
+
+        The window kept from before is reused when it is the right one; only the tokens it
+        lacks are read again.
+        """
+        start = window_start(pos, self.model.config.block_size)
+        if start != self._start:
+            other = self._other
+            self._other = [self._keys, self._values, self._start, self._filled]
+            self._keys, self._values = other[0], other[1]
+            self._start, self._filled = start, (other[3] if other[2] == start else 0)
+        if self._start + self._filled < pos:  # the window moved, or went back: read what it lacks
+            self._run(self._tokens[self._start + self._filled:pos])
+            self._filled = pos - self._start
+
     def extend_logits(self, tokens: np.ndarray) -> np.ndarray:
         """Feed ``tokens``; return their raw next-token scores, shape ``(len(tokens), V)``."""
         return self._extend_logits(fed_tokens(tokens, self.model.vocab_size))
@@ -427,23 +477,18 @@ class KVCache:
 
     def _extend_logits(self, tokens: np.ndarray) -> np.ndarray:
         block = self.model.config.block_size
+        self._tree = None
         out, i = [], 0
         while i < tokens.size:
             pos = self._length  # absolute position of tokens[i]
-            start = window_start(pos, block)
-            if start != self._start or self._start + self._filled != pos:
-                # The window moved (or a rollback went behind it): re-read its earlier tokens.
-                self._start, self._filled = start, 0
-                if pos > start:
-                    self.model._run(self._tokens[start:pos], 0, self._keys, self._values)
-                    self._filled = pos - start
-            take = min(tokens.size - i, start + block - pos)  # stop where the window moves
+            self._enter_window(pos)
+            take = min(tokens.size - i, self._start + block - pos)  # stop where the window moves
             chunk = tokens[i:i + take]
             feats = None
             if self.keep_features:
                 self._grow(pos + take)
                 feats = self._features[pos:pos + take]
-            out.append(self.model._run(chunk, self._filled, self._keys, self._values, feats))
+            out.append(self._run(chunk, feats))
             self._append(chunk)
             self._filled += take
             i += take
@@ -451,13 +496,118 @@ class KVCache:
             return np.zeros((0, self.model.vocab_size), dtype=np.float32)
         return out[0] if len(out) == 1 else np.concatenate(out)
 
+    def extend_tree(self, tokens: np.ndarray, parents: np.ndarray) -> np.ndarray:
+        """Score a token tree after the fed tokens; its next-token distributions, ``(n, V)``.
+
+        Node ``i`` holds ``tokens[i]`` below node ``parents[i]`` (``-1``: the last fed token;
+        a parent comes before its children).  Row ``i`` is what :meth:`extend` would return
+        for node ``i`` after feeding the path from the root to it: every node sits at the
+        position its depth gives and attends to the fed tokens and its own ancestors only.
+        All nodes go through the network in one pass, unless the deepest would be read
+        through a later window than the first (the window moves inside the tree): then each
+        root-to-leaf path is fed and rolled back in turn.
+
+        The tree stays pending: :meth:`accept_tree` keeps one branch of it; any other call
+        (:meth:`extend`, :meth:`rollback`) forgets it.  ``len(self)`` does not change.
+
+        Examples
+        --------
+        >>> cfg = TransformerConfig(vocab_size=5, block_size=8, d_model=8, n_layers=1, n_heads=2)
+        >>> cache = random_transformer(cfg, seed=0).cache()
+        >>> rows = cache.extend_tree([1, 2, 3], [-1, 0, 0])   # "1 2" and "1 3"
+        >>> plain = random_transformer(cfg, seed=0).cache().extend([1, 3])
+        >>> bool(np.allclose(rows[[0, 2]], plain, atol=1e-6)), len(cache)
+        (True, 0)
+        >>> cache.accept_tree(2); cache.tokens.tolist()
+        [1, 3]
+        """
+        return _softmax(self.extend_tree_logits(tokens, parents), self.model.temperature)
+
+    def extend_tree_logits(self, tokens: np.ndarray, parents: np.ndarray) -> np.ndarray:
+        """:meth:`extend_tree`, returning raw scores."""
+        from ..core.tree import ancestor_mask, check_parents, depths, is_chain
+
+        tokens = fed_tokens(tokens, self.model.vocab_size)
+        parents = check_parents(parents, tokens.size)
+        self._tree = None
+        n, length, block = tokens.size, self._length, self.model.config.block_size
+        if n == 0:
+            return np.zeros((0, self.model.vocab_size), dtype=np.float32)
+        depth = depths(parents)
+        deepest = length + int(depth.max()) - 1
+        if window_start(deepest, block) != window_start(length, block):
+            return self._tree_by_paths(tokens, parents)
+        self._enter_window(length)
+        filled = self._filled
+        feats = np.empty((n, self.model.config.d_model), dtype=np.float32) if self.keep_features else None
+        if is_chain(parents):  # the ordinary pass, bit for bit
+            out = self._run(tokens, feats)
+        else:
+            mask = np.zeros((n, filled + n), dtype=np.float32)
+            mask[:, filled:][~ancestor_mask(parents)] = -np.inf
+            out = self._run(tokens, feats, filled + depth - 1, mask)
+        self._tree = _PendingTree(length, filled, tokens, parents, feats)
+        return out
+
+    def _tree_by_paths(self, tokens: np.ndarray, parents: np.ndarray) -> np.ndarray:
+        """The tree's rows when the window moves inside it: one plain pass per root-to-leaf path."""
+        from ..core.tree import path_to
+
+        length, out, done = self._length, np.empty((tokens.size, self.model.vocab_size), dtype=np.float32), set()
+        leaves = sorted(set(range(tokens.size)) - set(parents.tolist()))
+        for leaf in leaves:
+            path = path_to(parents, leaf)
+            rows = self._extend_logits(tokens[path])
+            self.rollback(length)
+            for node, row in zip(path, rows):
+                if node not in done:
+                    out[node] = row
+                    done.add(node)
+        self._tree = _PendingTree(length, -1, tokens, parents, None)
+        return out
+
+    def accept_tree(self, node: int) -> None:
+        """Keep the branch of the pending tree that ends at ``node`` (``-1``: none of it).
+
+        The kept nodes' keys and values (and features) move into place after the fed
+        tokens, as if that branch had been fed with :meth:`extend`; the other nodes are
+        forgotten.
+        """
+        from ..core.tree import path_to
+
+        tree = self._tree
+        if tree is None or tree.length != self._length or (tree.slot >= 0 and tree.slot != self._filled):
+            raise ValueError("accept_tree: no tree is pending (call extend_tree first; extend and "
+                             "rollback forget a pending tree)")
+        node = as_int(node, "node", minimum=-1, maximum=tree.tokens.size - 1)
+        self._tree = None
+        path = path_to(tree.parents, node)
+        if not path:
+            return
+        if tree.slot < 0:  # scored path by path: feed the kept branch
+            self._extend_logits(tree.tokens[path])
+            return
+        slots = tree.slot + np.array(path)
+        end = tree.slot + len(path)
+        # Fancy indexing copies the kept slots before they are written back, in order.
+        self._keys[:, :, tree.slot:end] = self._keys[:, :, slots]
+        self._values[:, :, tree.slot:end] = self._values[:, :, slots]
+        if tree.features is not None:
+            self._grow(self._length + len(path))
+            self._features[self._length:self._length + len(path)] = tree.features[path]
+        self._append(tree.tokens[path])
+        self._filled = end
+
     def rollback(self, length: int) -> None:
         """Forget every token after the first ``length`` (0 <= length <= len(self))."""
         length = as_int(length, "length", minimum=0)
         if length > self._length:
             raise ValueError(f"length: cannot roll forward, the cache holds {self._length} tokens, got {length}")
+        self._tree = None
         self._length = length
         self._filled = max(0, min(self._filled, length - self._start))
+        other = self._other
+        other[3] = max(0, min(other[3], length - other[2]))
 
 
 # --------------------------------------------------------------------------- building, saving
