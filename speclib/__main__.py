@@ -229,7 +229,7 @@ class _ProgressLines:
         self.total, self.stream, self.clock = total, stream, clock
         self.every = PROGRESS_SECONDS if every is None else every
         self.start = self.clock()
-        self.next = self.start + every
+        self.next = self.start + self.every
 
     def __call__(self, done: int) -> None:
         now = self.clock()

@@ -1,5 +1,6 @@
 """The command line, run the way a user runs it: ``python -m speclib generate ...`` in a subprocess."""
 
+import io
 import os
 import re
 import shutil
@@ -107,8 +108,49 @@ def test_progress_bar_only_on_a_terminal(monkeypatch, capsys):
     assert "40/40 tokens" in err and err.endswith("\r\033[K")
 
 
+def test_a_long_run_shows_progress_lines_when_stderr_is_not_a_terminal(monkeypatch, capsys):
+    """A log file or a pipe gets a plain line every PROGRESS_SECONDS (here 0: every block)."""
+    monkeypatch.setattr(cli, "PROGRESS_SECONDS", 0.0)
+    assert cli.main(["generate", "--new-tokens", "40"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) >= 5  # one per block of at most k + 1 = 5 tokens, and no bar
+    assert all(re.fullmatch(r"python -m speclib: \d+/40 tokens, \d+ s", line) for line in lines), lines
+    assert lines[-1].startswith("python -m speclib: 40/40 tokens")
+
+
+def test_progress_lines_come_every_few_seconds_and_not_for_a_short_run():
+    now = [0.0]
+    stream = io.StringIO()
+    progress = cli._ProgressLines(1000, stream, every=5.0, clock=lambda: now[0])
+    for t, done in [(1.0, 10), (4.9, 40), (5.0, 50), (6.0, 60), (9.9, 99), (10.5, 105), (30.0, 1200)]:
+        now[0] = t
+        progress(done)
+    assert stream.getvalue().splitlines() == ["python -m speclib: 50/1000 tokens, 5 s",
+                                              "python -m speclib: 105/1000 tokens, 10 s",
+                                              "python -m speclib: 1000/1000 tokens, 30 s"]
+    assert "every 5 seconds" in run("generate", "--help").stdout.replace("\n", " ")
+
+
+def test_the_command_lines_limits_are_the_librarys():
+    from speclib._validate import MAX_DRAFT_LENGTH
+
+    assert cli.MAX_K == MAX_DRAFT_LENGTH  # --k is checked up front, not by a traceback from the loop
+
+
+def test_importing_speclib_loads_no_numerical_code():
+    """What makes Ctrl-C during start-up one line: numpy loads only after the handler is in place."""
+    out = subprocess.run([sys.executable, "-c", "import sys, speclib; print(sorted(m for m in sys.modules "
+                          "if m.split('.')[0] in ('numpy', 'scipy')))"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr
+    from speclib import speculative_generate, verify  # the names still import, on first use
+    assert callable(speculative_generate) and callable(verify)
+
+
 @pytest.mark.parametrize("args, message", [
-    (["--k", "0"], "argument --k: must be at least 1"),
+    (["--k", "0"], "argument --k: must lie between 1 and 10000"),
+    (["--k", "20000"], "argument --k: must lie between 1 and 10000, got 20000"),
+    (["--new-tokens", "100001"], "argument --new-tokens: must lie between 0 and 100000"),
     (["--k", "four"], "argument --k: invalid int value"),
     (["--new-tokens", "-5"], "argument --new-tokens"),
     (["--temperature", "-1"], "argument --temperature"),
@@ -198,9 +240,14 @@ def test_a_reader_that_stops_reading_ends_the_program_quietly():
     assert out.returncode == 141 and out.stderr == ""  # 128 + SIGPIPE, as `yes | head` reports
 
 
+def _without_progress(err: bytes) -> list[bytes]:
+    """Standard error's lines less the progress lines a slow (busy) machine may add."""
+    return [line for line in err.splitlines() if not re.match(rb"python -m speclib: \d+/\d+ tokens, \d+ s$", line)]
+
+
 def test_piping_into_head_prints_no_traceback():
     out = unix("$SPECLIB generate --new-tokens 5000 | head -c 100")
-    assert out.returncode == 0 and len(out.stdout) == 100 and out.stderr == b""
+    assert out.returncode == 0 and len(out.stdout) == 100 and _without_progress(out.stderr) == []
 
 
 def test_closed_standard_output_is_one_line():
@@ -221,6 +268,35 @@ def test_a_full_disk_is_one_line(command):
     assert out.returncode == 1
     assert out.stderr.decode() == ("python -m speclib: error: cannot write to standard output: "
                                    "No space left on device\n")
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX signals")
+@pytest.mark.parametrize("when", ["argparse", "numpy._utils"])
+def test_ctrl_c_while_the_modules_load_is_one_line(when):
+    """Interrupted while Python loads the command line's modules (the first fraction of a second).
+
+    ``-X importtime`` reports each module as its import ends, so the signal is sent at a known
+    point: right after ``argparse`` (the command line's own first import) or inside numpy's.
+    """
+    import signal
+
+    child = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "speclib", "generate",
+                              "--new-tokens", str(cli.MAX_NEW_TOKENS)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        for line in child.stderr:
+            if line.startswith("import time:") and line.rsplit("|", 1)[-1].strip() == when:
+                child.send_signal(signal.SIGINT)
+                break
+        else:
+            pytest.fail(f"{when} was never imported")
+        assert child.wait(60) == 130
+        rest = [line for line in child.stderr.read().splitlines() if not line.startswith("import time:")]
+        assert rest == ["python -m speclib: interrupted"]
+    finally:
+        child.kill()
+        child.wait()
 
 
 @pytest.mark.skipif(os.name == "nt", reason="POSIX signals")
