@@ -40,6 +40,7 @@ __all__ = [
     "block_pass_differences",
     "greedy_divergence",
     "last_level_cache_bytes",
+    "processor_summary",
     "position_alphas",
     "speedup_with_fixed",
     "wallclock_experiment",
@@ -415,3 +416,48 @@ def greedy_divergence(target, draft, prompts: list, n_new: int, k: int) -> list[
             out.append(int(differ[0]) if differ.size else -1)
     return out
 
+
+
+def processor_summary() -> str:
+    """One line on the processor and linear-algebra library that timed a chapter's passes.
+
+    For the short note each timing chapter carries ("how these numbers were measured"):
+    the processor's model name (from ``/proc/cpuinfo`` where Linux provides it), the number
+    of logical cores, the largest cache (:func:`last_level_cache_bytes`) and numpy's BLAS.
+
+    Examples
+    --------
+    >>> "logical cores" in processor_summary()
+    True
+    """
+    import os
+    import platform
+    from pathlib import Path
+
+    name = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    name = name or platform.processor() or platform.machine() or "an unidentified processor"
+    parts = [name, f"{os.cpu_count() or 1} logical cores"]
+    cache = last_level_cache_bytes()
+    if cache:
+        parts.append(f"largest cache {cache / 2**20:.0f} MiB")
+    blas = _blas_name()
+    if blas:
+        parts.append(f"numpy {np.__version__} with {blas}")
+    return ", ".join(parts)
+
+
+def _blas_name() -> str:
+    """The BLAS numpy was built with ("OpenBLAS 0.3.27"), or "" where numpy does not say."""
+    try:
+        config = np.show_config(mode="dicts")
+        blas = config["Build Dependencies"]["blas"]
+        return f"{blas.get('name', '')} {blas.get('version', '')}".strip().replace("scipy-openblas", "OpenBLAS")
+    except Exception:  # older numpy: no machine-readable configuration
+        return ""
