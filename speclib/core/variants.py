@@ -51,6 +51,7 @@ from .cache import checked_rows, fed_tokens
 from .decoding import _chain, _check_model, _target_rows, chain_feed, prepare_run
 from .proposers import _lookup, lookup_draft  # noqa: F401  (lookup_draft: the chapter imports it from here)
 from .sampling import Verification, _residual, as_chooser, check_block
+from .tree import TokenTree, sequence_nodes, token_tree, tree_from_paths
 
 
 def _check_pair(target: Callable, draft: Callable) -> int:
@@ -104,6 +105,7 @@ def _greedy_match_step(draft_tokens, p_draft, q_target, choose, *, bonus: bool =
 
 
 greedy_match_verify.step = _greedy_match_step
+_greedy_match_step.trusted = True  # speclib's own: the loop does not check what it returns
 
 
 # --- Several drafts, recursive rejection (SpecInfer) -------------------------------------------
@@ -163,7 +165,7 @@ def multi_draft_acceptance(p: np.ndarray, q: np.ndarray, m: int) -> float:
 
 
 def multi_draft_verify(
-    drafts: np.ndarray,
+    drafts: np.ndarray | TokenTree,
     p_draft: np.ndarray,
     q_target: np.ndarray,
     rng: np.random.Generator | int,
@@ -171,37 +173,66 @@ def multi_draft_verify(
     recursive: bool = True,
     bonus: bool = True,
 ) -> Verification:
-    """Verify ``m`` draft sequences of length ``k`` at once, with recursive rejection.
+    """Verify a token tree (or ``m`` draft sequences of length ``k``) at once, with recursive rejection.
 
-    At each depth the sequences still alive (those agreeing with every token kept so far)
-    offer their next token in turn.  Candidate ``j`` is kept with probability
-    ``min(1, r(x)/p(x))``; if rejected, ``r`` becomes the residual ``max(r - p, 0)/Z`` for
-    the next candidate.  When every candidate fails, a token is drawn from the final ``r``
-    and the step ends; when a candidate is kept, every sequence that carries it stays alive
-    (in a token tree they share that node).  All ``k`` kept: a bonus token from the target.
+    From the root, the candidates below the last kept node (its children in the order they
+    were drawn) are tested in turn.  Candidate ``c`` with token ``x``, proposed from the row
+    ``p_c``, is kept with probability ``min(1, r(x)/p_c(x))``; if rejected, ``r`` becomes the
+    residual ``max(r - p_c, 0)/Z`` for the next candidate (``r`` starts as the target's row
+    at the node).  When every candidate fails, a token is drawn from the final ``r`` and the
+    step ends; when one is kept, the step moves down to it.  A kept leaf: a bonus token from
+    the target's row after it.
 
-    Candidates are tested one by one even when two sequences propose the same token: the
-    argument needs each candidate to be a fresh draw from ``p``.  A sequence whose copy of
-    the kept token was rejected a moment earlier still goes on: its next token is a fresh
-    draw too, since a rejection depends only on the token it tested and on a uniform draw.
+    This is exact whenever each candidate, given the candidates before it, was drawn from
+    its own row: SpecInfer's independent samples (every ``p_c`` is the draft's row ``p``,
+    and two sequences that drew the same token are two candidates of one node, tested one
+    after the other), samples without replacement (``p_c`` is ``p`` without the earlier
+    siblings, renormalised), and deterministic choices such as the draft's top-``b``
+    (``p_c`` is the point mass on ``x``: ``x`` is kept with probability ``r(x)``, and a
+    rejection removes it from ``r``).  The tests check all three by exact enumeration.
 
     Parameters
     ----------
-    drafts : array_like of int, shape (m, k)
-        The draft sequences, each sampled independently from the draft.
-    p_draft : array_like, shape (m, k, V)
-        ``p_draft[j, i]`` is the row ``drafts[j, i]`` was sampled from.
-    q_target : array_like, shape (m, k + 1, V)
-        The target's rows along each sequence (one tree-shaped target pass).
+    drafts : TokenTree, or array_like of int, shape (m, k)
+        A :class:`speclib.core.tree.TokenTree`, or draft sequences each sampled
+        independently from the draft (verified as the tree they make).
+    p_draft : array_like, shape (n, V), or (m, k, V) for sequences
+        The row each node (``p_draft[j, i]``: each drafted token) was proposed from.
+    q_target : array_like, shape (n + 1, V), or (m, k + 1, V) for sequences
+        The target's rows: at the root, then after each node (along each sequence).
     rng : numpy.random.Generator or int
     recursive : bool, default True
-        False tests every candidate against ``q`` itself, not against the residual: the
-        faulty version, kept as the negative control.
+        False tests every candidate against the target's row itself, not against the
+        residual: the faulty version (siblings verified independently), kept as the
+        negative control.
 
     Returns
     -------
     Verification
+
+    Examples
+    --------
+    >>> from speclib.core.tree import token_tree
+    >>> tree = token_tree([0, 1], [-1, -1])  # two deterministic candidates: point-mass rows
+    >>> p = np.eye(2)
+    >>> q = np.array([[0.0, 1.0], [0.5, 0.5], [0.5, 0.5]])
+    >>> out = multi_draft_verify(tree, p, q, rng=0)   # 0 is rejected (q(0) = 0), 1 kept
+    >>> out.tokens[0], out.n_accepted
+    (np.int64(1), 1)
     """
+    if isinstance(drafts, TokenTree):
+        tree = token_tree(drafts.tokens, drafts.parents, drafts.draws)
+        p_draft = as_distribution(p_draft, "p_draft", ndim=2)
+        q_target = as_distribution(q_target, "q_target", ndim=2)
+        n, vocab = tree.size, q_target.shape[1]
+        if p_draft.shape != (n, vocab) or q_target.shape != (n + 1, vocab):
+            raise ValueError(f"p_draft, q_target: expected shapes ({n}, V) and ({n + 1}, V) for a tree of {n} "
+                             f"nodes, got {p_draft.shape} and {q_target.shape}")
+        as_tokens(tree.tokens, "drafts.tokens", vocab)
+        if not p_draft[np.arange(n), tree.tokens].min(initial=1.0) > 0:
+            raise ValueError("p_draft: a node's token has probability 0 under its own row")
+        return _multi_draft_step(tree, p_draft, q_target, as_chooser(rng), recursive=as_bool(recursive, "recursive"),
+                                 bonus=as_bool(bonus, "bonus"))
     p_draft = as_distribution(p_draft, "p_draft", ndim=3)
     q_target = as_distribution(q_target, "q_target", ndim=3)
     m, k, vocab = p_draft.shape
@@ -214,32 +245,59 @@ def multi_draft_verify(
                              bonus=as_bool(bonus, "bonus"))
 
 
-def _multi_draft_step(drafts, p_draft, q_target, choose, *, recursive: bool = True, bonus: bool = True) -> Verification:
+def _sequences_as_tree(drafts: np.ndarray, p_draft: np.ndarray, q_target: np.ndarray):
+    """``m`` sequences as the tree they make, with each node's draft row and target row.
+
+    A node's rows are those of the first sequence through its parent (for ``p``) and through
+    itself (for ``q``): the sequences through one node share its context, hence its rows.
+    """
     m, k = drafts.shape
-    alive, kept = list(range(m)), []
-    for depth in range(k):
-        r = q_target[alive[0], depth]
-        p = p_draft[alive[0], depth]  # every live sequence shares the prefix, hence this row
+    tree = tree_from_paths(drafts)
+    nodes = sequence_nodes(tree, m)
+    p_rows = np.empty((tree.size, p_draft.shape[-1]))
+    q_rows = np.empty((tree.size + 1, q_target.shape[-1]))
+    q_rows[0] = q_target[0, 0]
+    first = {-1: 0}  # node -> the first sequence through it
+    for i in range(k):
+        for j in range(m):
+            node = int(nodes[j, i])
+            if node not in first:
+                first[node] = j
+                p_rows[node] = p_draft[first[int(nodes[j, i - 1]) if i else -1], i]
+                q_rows[node + 1] = q_target[j, i + 1]
+    return tree, p_rows, q_rows
+
+
+def _multi_draft_step(drafts, p_draft, q_target, choose, *, recursive: bool = True, bonus: bool = True) -> Verification:
+    tree = drafts
+    if not isinstance(tree, TokenTree):
+        tree, p_draft, q_target = _sequences_as_tree(drafts, p_draft, q_target)
+    node, kept = -1, []
+    while True:
+        candidates = tree.children(node)
+        if not candidates:  # a leaf: every draft on its path kept
+            if not bonus:
+                return Verification(np.array(kept, dtype=np.int64), len(kept))
+            return Verification(np.array(kept + [choose.token(q_target[node + 1])]), len(kept))
+        r = q_target[node + 1]
         winner = None
-        for j in alive:
-            x = drafts[j, depth]
-            if choose.coin(min(1.0, r[x] / p[x])):  # keep x with probability min(1, r(x)/p(x))
-                winner = j
+        for c in candidates:
+            x, p = tree.tokens[c], p_draft[c]
+            if choose.coin(min(1.0, r[x] / p[x])):  # keep x with probability min(1, r(x)/p_c(x))
+                winner = c
                 break
             if recursive:
                 r = _residual(p, r)
         if winner is None:
-            fix = r if recursive else _residual(p, q_target[alive[0], depth])
-            return Verification(np.array(kept + [choose.token(fix)]), depth)
-        x = drafts[winner, depth]
-        kept.append(int(x))
-        alive = [j for j in alive if drafts[j, depth] == x]
-    if not bonus:
-        return Verification(np.array(kept), k)
-    return Verification(np.array(kept + [choose.token(q_target[alive[0], k])]), k)
+            fix = r if recursive else _residual(p, q_target[node + 1])
+            return Verification(np.array(kept + [choose.token(fix)]), len(kept))
+        kept.append(int(tree.tokens[winner]))
+        node = winner
 
 
 multi_draft_verify.step = _multi_draft_step
+_multi_draft_step.trusted = True  # speclib's own: the loop does not check what it returns
+_multi_draft_step.verifies_trees = True  # it takes the token trees of MultiDraft and TreeDraft
 
 
 # --- Typical acceptance (lossy) ----------------------------------------------------------------
@@ -301,6 +359,7 @@ def _typical_step(draft_tokens, p_draft, q_target, choose, *, epsilon: float, de
 
 
 typical_verify.step = _typical_step
+_typical_step.trusted = True  # speclib's own: the loop does not check what it returns
 
 
 def typical_first_token(p: np.ndarray, q: np.ndarray, epsilon: float, delta: float) -> np.ndarray:
@@ -407,6 +466,7 @@ def _exact_match_step(draft_tokens, p_draft, q_target, choose, *, bonus: bool = 
 
 
 exact_match_verify.step = _exact_match_step
+_exact_match_step.trusted = True  # speclib's own: the loop does not check what it returns
 
 
 def exact_match_fresh_draw(draft_tokens, p_draft, q_target, rng, *, bonus: bool = True) -> Verification:
@@ -460,6 +520,13 @@ class BatchStats:
     discarded: int = 0
     block_lengths: list[list[int]] = field(default_factory=list)
     pass_tokens: list[int] = field(default_factory=list)  #: tokens each batched target pass read
+    accepted: int = 0  #: drafts kept, over all sequences
+    draft_verified: int = 0  #: drafts the target judged (as in :class:`GenerationStats`)
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted / verified drafts over the whole batch (nan when nothing was verified)."""
+        return self.accepted / self.draft_verified if self.draft_verified else float("nan")
 
     @property
     def padding(self) -> int:
@@ -553,6 +620,7 @@ def batch_generate(
         if not live:
             break
         before = [(runs[i].n, runs[i].stats.draft_passes) for i in live]
+        judged = [(runs[i].stats.accepted, runs[i].stats.draft_verified) for i in live]
         proposals = [runs[i].draft(choosers[i]) for i in live]
         rows, scored = _batch_target_rows([runs[i] for i in live], proposals, target_pass, vocab)
         for i, proposal, q_rows in zip(live, proposals, rows):
@@ -567,6 +635,9 @@ def batch_generate(
             stats.tokens_generated += run.n - n
             stats.draft_passes += run.stats.draft_passes - passes
         stats.slots += len(live) * (max(lengths) if keep is None else keep)
+        for i, (acc, ver) in zip(live, judged):
+            stats.accepted += runs[i].stats.accepted - acc
+            stats.draft_verified += runs[i].stats.draft_verified - ver
         stats.target_passes += 1
         stats.pass_tokens.append(scored)
         stats.block_lengths.append(lengths)

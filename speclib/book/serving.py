@@ -1,0 +1,374 @@
+"""Speculative decoding under batching: measured on the book's pair, with the cost model beside it.
+
+A server runs ``B`` requests through every forward pass.  Plain decoding then reads ``B``
+tokens per target pass; speculative decoding reads ``B (k + 1)`` (each request's draft and
+the token after it) and keeps, per request, a ragged number of them.  Whether speculation
+still pays depends on how the cost of one batched pass grows with the tokens it reads.  This
+module measures that on the numpy pair, with the batched pass of
+:mod:`speclib.lm.batched` and the batch driver :func:`speclib.core.variants.batch_generate`:
+
+* :func:`batched_pass_times`: the seconds of one batched target (or draft) pass over ``B``
+  sequences of ``n`` new tokens each (medians);
+* :func:`serve`: one batch of requests decoded to the end, timed (throughput, time per
+  generated token of one request, tokens per pass, acceptance, ragged waste);
+* :func:`serving_grid`: :func:`serve` over batch sizes and draft lengths, interleaved so that
+  a slow spell of the machine hits every setting alike;
+* :func:`batch_speedup`: the cost model of :mod:`speclib.core.theory` extended to a batch,
+  from the measured pass times and the measured acceptance;
+* :func:`k_for_batch`: a turn-down policy, the draft length that model predicts best at
+  each batch size (0: plain decoding), which is what serving engines expose as a setting.
+
+Every time is wall-clock on one BLAS thread.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .._validate import MAX_DRAFT_LENGTH, as_int, as_int_list, as_real
+from ..core.theory import expected_tokens_per_pass
+from ..core.variants import batch_generate, expected_block_extremes
+from ..lm.batched import batched_extend, batched_extend_logits
+from ..lm.corpora import load_corpus, shared_vocabulary
+from ..lm.transformer import Transformer, blas_threads
+
+__all__ = ["PassGrid", "ServingRun", "batch_speedup", "batched_pass_times", "heldout_prompts",
+           "k_for_batch", "plot_batch_speedup", "plot_serving", "ragged_waste", "serve", "serving_grid", "speedups"]
+
+
+def heldout_prompts(n: int, length: int = 32, domain: str = "code", seed: int = 0) -> list[np.ndarray]:
+    """``n`` prompts of ``length`` characters cut at random places of a domain's held-out text.
+
+    Examples
+    --------
+    >>> [p.size for p in heldout_prompts(3, length=10)]
+    [10, 10, 10]
+    """
+    n = as_int(n, "n", minimum=1, maximum=4096)
+    length = as_int(length, "length", minimum=1, maximum=100)
+    rng = np.random.default_rng(as_int(seed, "seed", minimum=0))
+    text = load_corpus(domain).heldout
+    vocab = shared_vocabulary()
+    starts = rng.integers(0, len(text) - length, n)
+    return [vocab.encode(text[s:s + length]) for s in starts]
+
+
+def _check_transformer(model: object, name: str) -> Transformer:
+    if not isinstance(model, Transformer):
+        raise TypeError(f"{name}: expected a speclib.lm.transformer.Transformer, got {type(model).__name__}")
+    return model
+
+
+@dataclass(frozen=True)
+class PassGrid:
+    """Median seconds of batched passes: ``seconds[i, j]`` for ``batch_sizes[i]`` sequences of
+    ``n_tokens[j]`` new tokens each."""
+
+    batch_sizes: np.ndarray
+    n_tokens: np.ndarray
+    seconds: np.ndarray
+
+    def at(self, batch_size: int, n_tokens: int) -> float:
+        """The median seconds of one pass over ``batch_size`` sequences of ``n_tokens`` tokens."""
+        i = np.flatnonzero(self.batch_sizes == batch_size)
+        j = np.flatnonzero(self.n_tokens == n_tokens)
+        if not i.size:
+            raise ValueError(f"batch_size: {batch_size} was not measured (measured: {self.batch_sizes.tolist()})")
+        if not j.size:
+            raise ValueError(f"n_tokens: {n_tokens} was not measured (measured: {self.n_tokens.tolist()})")
+        return float(self.seconds[i[0], j[0]])
+
+    def ratio(self, batch_size: int, n_tokens: int) -> float:
+        """A pass over ``batch_size x n_tokens`` tokens in units of one over ``batch_size`` tokens."""
+        return self.at(batch_size, n_tokens) / self.at(batch_size, 1)
+
+
+def batched_pass_times(model: Transformer, batch_sizes: Sequence[int], n_tokens: Sequence[int],
+                       prefix_length: int = 40, repeats: int = 5, seed: int = 0) -> PassGrid:
+    """Time one batched cached pass of ``model`` for every ``(B, n)``: median of ``repeats``.
+
+    Each of the ``B`` caches holds ``prefix_length`` random tokens; the pass feeds each ``n``
+    random tokens (as a verification pass feeds ``k + 1``), and the caches are rolled back
+    after it.  Each repeat visits every ``(B, n)`` once in a fresh random order.
+
+    Examples
+    --------
+    >>> from speclib.lm.transformer import TransformerConfig, random_transformer
+    >>> cfg = TransformerConfig(vocab_size=5, block_size=16, d_model=8, n_layers=1, n_heads=2)
+    >>> grid = batched_pass_times(random_transformer(cfg), [1, 2], [1, 3], prefix_length=4, repeats=2)
+    >>> grid.seconds.shape, bool((grid.seconds > 0).all())
+    ((2, 2), True)
+    """
+    model = _check_transformer(model, "model")
+    bs = np.array(sorted(set(as_int_list(batch_sizes, "batch_sizes", minimum=1, maximum=1024))))
+    ns = np.array(sorted(set(as_int_list(n_tokens, "n_tokens", minimum=1, maximum=MAX_DRAFT_LENGTH + 1))))
+    prefix_length = as_int(prefix_length, "prefix_length", minimum=0)
+    repeats = as_int(repeats, "repeats", minimum=1, maximum=1000)
+    if prefix_length + ns[-1] > model.config.block_size:
+        raise ValueError(f"prefix_length + n_tokens: must fit in the block of {model.config.block_size} tokens")
+    rng = np.random.default_rng(as_int(seed, "seed", minimum=0))
+    caches = [model.cache() for _ in range(bs[-1])]
+    for c in caches:
+        c.extend(rng.integers(0, model.vocab_size, prefix_length))
+    feeds = [rng.integers(0, model.vocab_size, ns[-1]) for _ in range(bs[-1])]
+    cells = [(i, j) for i in range(bs.size) for j in range(ns.size)]
+    seconds = np.empty((repeats, bs.size, ns.size))
+
+    def one(i: int, j: int) -> float:
+        b, n = bs[i], ns[j]
+        t0 = time.perf_counter()
+        batched_extend_logits(caches[:b], [f[:n] for f in feeds[:b]])
+        elapsed = time.perf_counter() - t0
+        for c in caches[:b]:
+            c.rollback(prefix_length)
+        return elapsed
+
+    with blas_threads(1):
+        for i, j in cells:  # warm-up
+            one(i, j)
+        for r in range(repeats):
+            for c in rng.permutation(len(cells)):
+                seconds[r][cells[c]] = one(*cells[c])
+    return PassGrid(bs, ns, np.median(seconds, axis=0))
+
+
+@dataclass(frozen=True)
+class ServingRun:
+    """One batch of requests decoded to the end.
+
+    ``seconds`` is the wall-clock time of the whole batch; every request receives ``n_new``
+    tokens in that time, so one request's time per generated token is ``seconds / n_new``
+    and the server's throughput is ``batch_size * n_new / seconds``.
+    """
+
+    batch_size: int
+    k: int
+    n_new: int
+    seconds: float
+    target_passes: int
+    pass_tokens: int  #: tokens all target passes read (prompt passes included)
+    acceptance: float  #: accepted / verified drafts (nan for plain decoding)
+    waste: float  #: fraction of the ``B * max_i n_i`` slots of a padded batch that keep no token
+    rejected_share: float  #: fraction of the drafted tokens the target rejected or never judged
+
+    @property
+    def throughput(self) -> float:
+        """Generated tokens per second, over the whole batch."""
+        return self.batch_size * self.n_new / self.seconds
+
+    @property
+    def time_per_token(self) -> float:
+        """Seconds per generated token of one request."""
+        return self.seconds / self.n_new
+
+    @property
+    def tokens_per_pass(self) -> float:
+        """Generated tokens per target pass, per request."""
+        return self.n_new / self.target_passes
+
+
+def serve(target: Transformer, draft: Transformer, prompts: Sequence[np.ndarray], n_new: int, k: int,
+          seed: int = 0) -> ServingRun:
+    """Decode ``n_new`` tokens for every prompt as one batch (``k = 0``: plain), timed.
+
+    Each request ``i`` samples with its own generator (seed ``seed + i``), so its tokens are
+    those it would get alone; the target's passes are batched
+    (:func:`speclib.lm.batched.batched_extend`), the draft runs request by request.
+
+    Examples
+    --------
+    >>> from speclib.lm.transformer import TransformerConfig, random_transformer
+    >>> cfg = TransformerConfig(vocab_size=5, block_size=16, d_model=8, n_layers=1, n_heads=2)
+    >>> run = serve(random_transformer(cfg, 0), random_transformer(cfg, 1), [[1], [2, 3]], 6, k=2)
+    >>> run.batch_size, run.n_new, run.seconds > 0
+    (2, 6, True)
+    """
+    target = _check_transformer(target, "target")
+    draft = _check_transformer(draft, "draft")
+    seed = as_int(seed, "seed", minimum=0)
+    n_prompts = len(prompts) if isinstance(prompts, (list, tuple)) else 0
+    with blas_threads(1):
+        t0 = time.perf_counter()
+        _, st = batch_generate(target, draft, prompts, n_new, k, rng=[seed + i for i in range(n_prompts)],
+                               target_pass=batched_extend)
+        seconds = time.perf_counter() - t0
+    lengths = [n for step in st.block_lengths for n in step]
+    drafted = k * len(lengths)
+    return ServingRun(st.batch_size, k, n_new, seconds, st.target_passes, int(sum(st.pass_tokens)),
+                      st.acceptance_rate, st.waste, 1 - st.accepted / drafted if drafted else float("nan"))
+
+
+def serving_grid(target: Transformer, draft: Transformer, batch_sizes: Sequence[int], ks: Sequence[int],
+                 n_new: int, prompt_length: int = 32, repeats: int = 1, seed: int = 0) -> list[ServingRun]:
+    """:func:`serve` for every batch size and draft length (0: plain), ``repeats`` times each.
+
+    Batch ``B`` decodes the first ``B`` of one list of held-out code prompts, so a bigger
+    batch adds requests to a smaller one.  The settings are visited in a fresh random order
+    in every repeat; the returned run of each setting is the one with the median time.
+    """
+    bs = as_int_list(batch_sizes, "batch_sizes", minimum=1, maximum=1024)
+    ks = as_int_list(ks, "ks", minimum=0, maximum=MAX_DRAFT_LENGTH)
+    repeats = as_int(repeats, "repeats", minimum=1, maximum=100)
+    prompts = heldout_prompts(max(bs), prompt_length, seed=seed)
+    cells = [(b, k) for b in bs for k in ks]
+    runs: dict[tuple[int, int], list[ServingRun]] = {c: [] for c in cells}
+    order = np.random.default_rng(seed)
+    for _ in range(repeats):
+        for c in order.permutation(len(cells)):
+            b, k = cells[c]
+            runs[(b, k)].append(serve(target, draft, prompts[:b], n_new, k, seed))
+    return [sorted(runs[c], key=lambda r: r.seconds)[(repeats - 1) // 2] for c in cells]
+
+
+def batch_speedup(alpha: float, k: int, batch_size: int, target_times: PassGrid, draft_seconds: float,
+                  batched_draft: bool = False, draft_times: PassGrid | None = None) -> float:
+    """The cost model of a batch step: predicted speed-up of speculation over plain decoding at ``B``.
+
+    ``E[n] t_T(B, 1) / (k t_D + t_T(B, k + 1))``, with ``E[n] = (1 - alpha^(k+1)) / (1 - alpha)``
+    the tokens each request keeps per step, ``t_T(B, n)`` a batched target pass over ``B``
+    sequences of ``n`` tokens (measured), and ``t_D`` the draft's cost per step: ``B``
+    single-sequence draft passes (``draft_seconds`` each, as :func:`serve` runs them), or one
+    batched draft pass over ``B`` tokens when ``batched_draft`` (from ``draft_times``).  With
+    ``B = 1`` and ``t_T(1, k+1) = t_T(1, 1)`` this is :func:`speclib.core.theory.walltime_speedup`.
+
+    Examples
+    --------
+    >>> grid = PassGrid(np.array([1, 8]), np.array([1, 4]), np.array([[1.0, 1.0], [2.0, 6.0]]))
+    >>> round(batch_speedup(0.8, 3, 1, grid, draft_seconds=0.0), 3)
+    2.952
+    >>> round(batch_speedup(0.8, 3, 8, grid, draft_seconds=0.0), 3)
+    0.984
+    """
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
+    batch_size = as_int(batch_size, "batch_size", minimum=1)
+    draft_seconds = as_real(draft_seconds, "draft_seconds", low=0.0)
+    if batched_draft:
+        if draft_times is None:
+            raise ValueError("draft_times: needed when batched_draft is True")
+        t_draft = draft_times.at(batch_size, 1)
+    else:
+        t_draft = batch_size * draft_seconds
+    tokens = float(expected_tokens_per_pass(alpha, k))
+    return tokens * target_times.at(batch_size, 1) / (k * t_draft + target_times.at(batch_size, k + 1))
+
+
+def k_for_batch(alpha: float, batch_size: int, target_times: PassGrid, draft_seconds: float,
+                ks: Sequence[int], margin: float = 1.0, **kwargs: object) -> int:
+    """The turn-down policy: the ``k`` in ``ks`` the batch cost model predicts fastest at ``B``.
+
+    Returns 0 (speculation off) when no ``k`` is predicted to beat plain decoding by more
+    than ``margin``; so as the batch grows and a pass over ``B (k + 1)`` tokens costs more
+    than one over ``B``, the policy shortens the draft and then turns speculation off.
+
+    Examples
+    --------
+    >>> grid = PassGrid(np.array([1, 8]), np.array([1, 2, 4]), np.array([[1., 1., 1.], [2., 3., 6.]]))
+    >>> k_for_batch(0.8, 1, grid, 0.0, ks=[1, 3]), k_for_batch(0.8, 8, grid, 0.0, ks=[1, 3])
+    (3, 1)
+    """
+    margin = as_real(margin, "margin", low=0.0)
+    ks = as_int_list(ks, "ks", minimum=1, maximum=MAX_DRAFT_LENGTH)
+    if not ks:
+        raise ValueError("ks: need at least one draft length")
+    predicted = [batch_speedup(alpha, k, batch_size, target_times, draft_seconds, **kwargs) for k in ks]
+    best = int(np.argmax(predicted))
+    return ks[best] if predicted[best] > margin else 0
+
+
+def ragged_waste(alpha: float, k: int, batch_size: int) -> float:
+    """Predicted share of a padded batch's slots that keep no token: ``1 - E[n] / E[max_i n_i]``.
+
+    Examples
+    --------
+    >>> ragged_waste(0.8, 3, 1)
+    0.0
+    """
+    mean, _, high = expected_block_extremes(alpha, k, batch_size)
+    return float(1.0 - mean / high)
+
+
+def _runs(runs: object) -> list[ServingRun]:
+    if not isinstance(runs, (list, tuple)) or not runs or not all(isinstance(r, ServingRun) for r in runs):
+        raise TypeError("runs: expected a non-empty list of ServingRun (what serving_grid returns)")
+    return list(runs)
+
+
+def speedups(runs: Sequence[ServingRun]) -> dict[tuple[int, int], float]:
+    """Measured throughput of every ``(B, k)`` with ``k > 0`` over plain decoding at the same ``B``.
+
+    Examples
+    --------
+    >>> a = ServingRun(2, 0, 10, 1.0, 10, 20, float("nan"), 0.0, float("nan"))
+    >>> b = ServingRun(2, 3, 10, 0.5, 4, 40, 0.7, 0.2, 0.4)
+    >>> speedups([a, b])
+    {(2, 3): 2.0}
+    """
+    runs = _runs(runs)
+    plain = {r.batch_size: r.throughput for r in runs if r.k == 0}
+    return {(r.batch_size, r.k): r.throughput / plain[r.batch_size]
+            for r in runs if r.k and r.batch_size in plain}
+
+
+def plot_serving(runs: Sequence[ServingRun], axes=None):
+    """Throughput (left) and one request's time per generated token (right) against the batch size.
+
+    One line for plain decoding and one per draft length; both axes logarithmic.
+    Returns the two axes.
+    """
+    import matplotlib.pyplot as plt
+
+    runs = _runs(runs)
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    ks = sorted({r.k for r in runs})
+    colours = plt.cm.viridis(np.linspace(0.0, 0.85, max(1, len(ks) - 1)))
+    for i, k in enumerate(ks):
+        sel = sorted((r for r in runs if r.k == k), key=lambda r: r.batch_size)
+        b = [r.batch_size for r in sel]
+        style = dict(color="black", lw=2.2, marker="s") if k == 0 else dict(color=colours[i - 1], marker="o")
+        label = "plain" if k == 0 else f"k = {k}"
+        axes[0].plot(b, [r.throughput for r in sel], label=label, **style)
+        axes[1].plot(b, [1e3 * r.time_per_token for r in sel], label=label, **style)
+    for ax, what in zip(axes, ("generated tokens per second (batch)", "ms per token of one request")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("batch size B (requests)")
+        ax.set_ylabel(what)
+        ax.grid(alpha=0.3, which="both")
+    axes[0].set_title("Throughput")
+    axes[1].set_title("Latency of one request")
+    axes[0].legend(fontsize=8)
+    return axes
+
+
+def plot_batch_speedup(measured: dict, predicted: dict, ax=None):
+    """Measured (markers) and predicted (lines) speed-up over plain decoding against the batch size.
+
+    ``measured`` and ``predicted`` map ``(B, k)`` to a speed-up (:func:`speedups`,
+    :func:`batch_speedup`).  Returns the axes.
+    """
+    import matplotlib.pyplot as plt
+
+    if not isinstance(measured, dict) or not isinstance(predicted, dict):
+        raise TypeError("measured, predicted: expected dicts mapping (B, k) to a speed-up")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.6))
+    ks = sorted({k for _, k in measured})
+    colours = plt.cm.viridis(np.linspace(0.0, 0.85, max(1, len(ks))))
+    for colour, k in zip(colours, ks):
+        bs = sorted(b for b, kk in measured if kk == k)
+        ax.plot(bs, [measured[(b, k)] for b in bs], "o", color=colour, label=f"k = {k}, measured")
+        pb = sorted(b for b, kk in predicted if kk == k)
+        ax.plot(pb, [predicted[(b, k)] for b in pb], "-", color=colour, alpha=0.7)
+    ax.axhline(1.0, color="black", lw=1, ls="--")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size B (requests)")
+    ax.set_ylabel("throughput / plain throughput")
+    ax.set_title("Speculation under batching: measured (dots), cost model (lines)")
+    ax.legend(fontsize=8, ncol=2)
+    ax.grid(alpha=0.3)
+    return ax
