@@ -7,6 +7,9 @@
     python3 dev.py student  build the student edition (no solutions) into
                             _build_student/_build/html
 
+    python3 dev.py book --output DIR     (or student) build into DIR/_build/html instead,
+                            e.g. from a read-only shared copy of the book
+
 Each creates a virtual environment in .venv on first use and installs the pinned
 requirements.txt into it (`test` also installs requirements-hf.txt, the optional PyTorch
 chapter's extras, when that file exists).  Before each run it checks that the environment
@@ -50,9 +53,49 @@ def say(message: str) -> None:
     print(f"dev.py: {message}", flush=True)
 
 
-def run(*cmd: object, cwd: Path = ROOT) -> None:
+def run(*cmd: object, cwd: Path = ROOT, capture: bool = False) -> None:
+    """Run ``cmd``, raising CalledProcessError when it fails; with ``capture`` its output is shown
+    as it comes and also kept, on the error, for a diagnosis."""
     print("+", " ".join(str(c) for c in cmd), flush=True)
-    subprocess.run([str(c) for c in cmd], cwd=cwd, check=True)
+    if not capture:
+        subprocess.run([str(c) for c in cmd], cwd=cwd, check=True)
+        return
+    with subprocess.Popen([str(c) for c in cmd], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace") as process:
+        lines = []
+        for line in process.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            lines.append(line)
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, cmd, output="".join(lines))
+
+
+def cannot_write(folder: Path) -> str | None:
+    """Why no file can be created in ``folder`` (or the nearest folder above it that exists), or None.
+
+    It tries, rather than asking ``os.access``: a read-only file system refuses even root.
+    """
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        return f"{folder} is not writable ({error.strerror or error})"
+    return None
+
+
+def check_output(output: Path) -> None:
+    """Refuse, in one line, a build whose output folders cannot be written (a read-only copy)."""
+    build = output / "_build"
+    for folder in [build, *(build / name for name in (".doctrees", "html", "jupyter_execute"))]:
+        if folder.is_dir() or folder == build:
+            why = cannot_write(folder)
+            if why is not None:
+                raise SetupError(f"{why}: the book cannot be built there (a read-only or shared copy?); "
+                                 "build it elsewhere with `python3 dev.py book --output DIR` (DIR any folder "
+                                 "you can write), or copy the whole tree to such a folder and run dev.py there")
 
 
 # --- what the environment should hold ---------------------------------------------------
@@ -265,18 +308,68 @@ def create_venv(venv_dir: Path) -> None:
         raise SetupError(f"could not create the virtual environment {venv_dir}: {error}") from None
 
 
+#: What pip prints when it cannot reach the package index (shown without --quiet, or in a build
+#: dependency's install); with --quiet, "from versions: none" is all that is left of it.
+_NO_CONNECTION = re.compile(r"NewConnectionError|Failed to establish a new connection|Temporary failure in name "
+                            r"resolution|Name or service not known|nodename nor servname|Network is unreachable|"
+                            r"No route to host|Connection refused|ConnectTimeoutError|ProxyError")
+_NO_VERSION = re.compile(r"Could not find a version that satisfies the requirement (\S+) \(from versions: none\)")
+
+
+def index_reachable(url: str, timeout: float = 5.0) -> str | None:
+    """None when a TCP connection to the package index at ``url`` opens; otherwise why not."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None  # a local folder or file: not the network
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        socket.create_connection((parts.hostname, port), timeout=timeout).close()
+    except (OSError, ValueError) as error:
+        return str(getattr(error, "strerror", None) or error)
+    return None
+
+
+def pip_failure(files: list[str], output: str, code: int) -> str:
+    """The one-line reason for a failed pip run, from what it printed."""
+    what = " and ".join(files)
+    offline = ("pip downloads the packages from the package index, so it needs the network (or a local "
+               "index: set PIP_INDEX_URL, or PIP_FIND_LINKS to a folder of wheels); connect, then run "
+               "dev.py again")
+    lost = _NO_CONNECTION.search(output)
+    if lost:
+        return f"pip could not download the packages of {what}: it could not reach the package index " \
+               f"({lost.group(0)}). {offline}"
+    missing = _NO_VERSION.search(output)
+    if missing:
+        index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple")
+        if os.environ.get("PIP_NO_INDEX", "").lower() in ("1", "true", "yes", "on"):
+            return (f"pip found no {missing.group(1)} to install: PIP_NO_INDEX is set, so it looks only in "
+                    f"PIP_FIND_LINKS ({os.environ.get('PIP_FIND_LINKS') or 'unset'}); add the packages of "
+                    f"{what} there, or unset PIP_NO_INDEX to download them (this needs the network)")
+        why = index_reachable(index)
+        if why is not None:
+            return (f"pip could not download the packages of {what} (it found no {missing.group(1)}): the "
+                    f"package index {index} cannot be reached ({why}). {offline}")
+        return (f"pip found no version of {missing.group(1)} on the package index {index}, which answers: "
+                f"check the pin in {what} and that it has a release for Python "
+                f"{sys.version_info.major}.{sys.version_info.minor} (exit status {code})")
+    return f"pip could not install {what} (its messages are above; exit status {code})"
+
+
 def pip_install(python: Path, root: Path, files: list[str]) -> None:
     """Install the requirement files, all in one pip run so that one resolver sees every pin."""
     args = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     for name in files:
         args += ["-r", name]
     try:
-        run(*args, cwd=root)
+        run(*args, cwd=root, capture=True)
     except OSError as error:
         raise SetupError(f"could not run {python} to install the requirements ({error})") from None
     except subprocess.CalledProcessError as error:
-        raise SetupError(f"pip could not install {' and '.join(files)} (its messages are above; "
-                         f"exit status {error.returncode})") from None
+        raise SetupError(pip_failure(files, error.output or "", error.returncode)) from None
 
 
 def setup(command: str = "test", root: Path | None = None) -> Path:
@@ -325,6 +418,10 @@ def setup(command: str = "test", root: Path | None = None) -> Path:
                         f"{'was' if len(changed) == 1 else 'were'} never installed): installing")
                 for problem in problems if not changed else ():
                     say(f"{problem}: reinstalling")
+        why = cannot_write(venv_dir)
+        if why is not None:
+            raise SetupError(f"{why}, so dev.py cannot install into the environment there (a read-only or "
+                             "shared copy?): copy the whole tree to a folder you can write and run dev.py there")
         if stamp.exists() or stamp.is_symlink():
             stamp.unlink()  # an interrupted install must not leave a stamp behind
         pip_install(python, root, files)
@@ -366,10 +463,18 @@ def ensure_chromium() -> None:
 
 def main(argv: list[str]) -> int:
     commands = {"book": [], "student": ["--student"], "test": None}
-    if len(argv) != 1 or argv[0] not in commands:
+    if not argv or argv[0] not in commands:
         print(__doc__)
         return 2
+    output = None
+    if argv[1:]:
+        if argv[0] == "test" or len(argv) != 3 or argv[1] != "--output" or not argv[2]:
+            print(__doc__)
+            return 2
+        output = Path(argv[2]).expanduser().resolve()
     try:
+        if argv[0] != "test":
+            check_output(output or (ROOT / "_build_student" if argv[0] == "student" else ROOT))
         python = setup(argv[0])
     except SetupError as error:
         print(f"dev.py: error: {error}", file=sys.stderr)
@@ -380,7 +485,8 @@ def main(argv: list[str]) -> int:
             ensure_chromium()
             run(python, "-m", "pytest", cwd=ROOT)
         else:
-            run(python, "tools/build_book.py", *commands[argv[0]], cwd=ROOT)
+            extra = ["--output", output] if output is not None else []
+            run(python, "tools/build_book.py", *commands[argv[0]], *extra, cwd=ROOT)
     except subprocess.CalledProcessError as err:
         return err.returncode
     return 0

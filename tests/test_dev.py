@@ -302,7 +302,7 @@ def test_a_failed_install_leaves_no_stamp_and_says_so(tree, monkeypatch):
     ready(tree)
     (tree / "requirements.txt").write_text(REQUIREMENTS + "devtest-more==2.0\n")
 
-    def failing_run(*cmd, cwd=None):
+    def failing_run(*cmd, cwd=None, capture=False):
         raise subprocess.CalledProcessError(1, cmd)
 
     monkeypatch.setattr(dev, "run", failing_run)
@@ -435,3 +435,106 @@ def test_a_present_chromium_or_the_variable_installs_nothing(no_browser, monkeyp
     monkeypatch.setenv("CHROMIUM", "/opt/chrome/chrome")
     dev.ensure_chromium()
     assert no_browser == []
+
+
+# --- a read-only shared copy, and no network -------------------------------------------------
+
+def _read_only(monkeypatch, tree: Path, how: str) -> None:
+    """Make ``tree`` unwritable: by permissions (not for root, whom they do not stop), or by
+    refusing every file created under it, as a read-only file system does."""
+    if how == "chmod":
+        if os.geteuid() == 0:
+            pytest.skip("permissions do not stop root; the 'refused' case covers it")
+        for folder, _, _ in os.walk(tree):
+            os.chmod(folder, 0o555)  # the test puts them back
+        return
+    real = dev.tempfile.TemporaryFile
+
+    def refuse(*args, dir=None, **kwargs):
+        if dir is not None and Path(dir).resolve().is_relative_to(tree.resolve()):
+            raise OSError(30, "Read-only file system")
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(dev.tempfile, "TemporaryFile", refuse)
+
+
+@pytest.mark.parametrize("how", ["chmod", "refused"])
+@pytest.mark.parametrize("command", ["book", "student"])
+def test_a_read_only_copy_is_one_line_and_nothing_runs(tmp_path, monkeypatch, capsys, how, command):
+    """An instructor's shared copy, built once: its _build (and .venv) exist but cannot be written."""
+    tree = tmp_path / "shared"
+    for folder in ("_build/.doctrees", "_build/html", "_build_student/_build/html", ".venv"):
+        (tree / folder).mkdir(parents=True)
+    monkeypatch.setattr(dev, "ROOT", tree)
+    monkeypatch.setattr(dev, "setup", lambda *a, **k: pytest.fail("set-up ran on a read-only copy"))
+    monkeypatch.setattr(dev, "run", lambda *a, **k: pytest.fail("the build ran on a read-only copy"))
+    _read_only(monkeypatch, tree, how)
+    try:
+        assert dev.main([command]) == 1
+    finally:
+        if how == "chmod":
+            for folder, _, _ in os.walk(tree):
+                os.chmod(folder, 0o755)
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1 and out.err.startswith("dev.py: error: ")
+    assert "is not writable" in out.err and "--output DIR" in out.err and "copy the whole tree" in out.err
+
+
+def test_the_book_builds_into_another_folder_with_output(tmp_path, monkeypatch):
+    ran = []
+    monkeypatch.setattr(dev, "setup", lambda command: Path("/env/bin/python"))
+    monkeypatch.setattr(dev, "run", lambda *cmd, cwd=None: ran.append([str(c) for c in cmd]))
+    assert dev.main(["book", "--output", str(tmp_path / "mine")]) == 0
+    assert ran == [["/env/bin/python", "tools/build_book.py", "--output", str((tmp_path / "mine").resolve())]]
+    assert dev.main(["student", "--output", str(tmp_path)]) == 0
+    assert ran[-1][2:] == ["--student", "--output", str(tmp_path.resolve())]
+    for argv in (["test", "--output", "x"], ["book", "--output"], ["book", "--out", "x"]):
+        assert dev.main(argv) == 2  # the usage
+
+
+def test_a_read_only_environment_is_not_installed_into(tree, monkeypatch):
+    ready(tree)
+    (tree / "requirements.txt").write_text(REQUIREMENTS + "devtest-more==2.0\n")  # asks for an install
+    _read_only(monkeypatch, tree, "refused")
+    with pytest.raises(dev.SetupError, match=r"\.venv is not writable \(Read-only file system\), so dev.py "
+                                             r"cannot install .* copy the whole tree"):
+        dev.setup("test", tree)
+    assert tree.calls.pip == []
+
+
+def test_no_network_is_named_when_pip_cannot_download(tree, monkeypatch):
+    """A real pip run against an index nobody answers (a closed port on this machine)."""
+    python = ready(tree)
+    (tree / "offline.txt").write_text("devtest-absent==1.0\n")
+    for name in ("PIP_NO_INDEX", "PIP_FIND_LINKS", "PIP_EXTRA_INDEX_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    monkeypatch.setenv("PIP_TIMEOUT", "2")
+    with pytest.raises(dev.SetupError) as caught:
+        REAL_PIP_INSTALL(python, tree, ["offline.txt"])
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "could not download the packages of offline.txt" in message and "needs the network" in message
+    assert "http://127.0.0.1:9/simple cannot be reached" in message and "PIP_INDEX_URL" in message
+
+
+@pytest.mark.parametrize("output, expected", [
+    ("WARNING: Retrying (Retry(total=4)) after connection broken by 'NewConnectionError(...: Failed to "
+     "establish a new connection: [Errno -3] Temporary failure in name resolution')': /simple/numpy/\n"
+     "ERROR: Could not find a version that satisfies the requirement numpy==2.0 (from versions: none)\n",
+     "could not reach the package index (NewConnectionError). pip downloads the packages"),
+    ("ERROR: Could not find a version that satisfies the requirement numpy==2.0 (from versions: 1.0, 1.1)\n",
+     "pip could not install requirements.txt (its messages are above; exit status 1)"),
+])
+def test_pip_failures_are_told_apart(output, expected):
+    assert expected in dev.pip_failure(["requirements.txt"], output, 1)
+
+
+def test_no_index_set_on_purpose_is_not_called_a_network_failure(monkeypatch):
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", "/wheels")
+    message = dev.pip_failure(["requirements.txt"], "ERROR: Could not find a version that satisfies the "
+                              "requirement numpy==2.0 (from versions: none)\n", 1)
+    assert "PIP_NO_INDEX is set" in message and "/wheels" in message
