@@ -46,7 +46,9 @@ prompt plus new tokens within it.
 from __future__ import annotations
 
 INSTALL_HINT = ("speclib.lm.hf needs PyTorch and transformers, which speclib does not install by default. "
-                "Install the pinned versions with:  pip install -r requirements-hf.txt  (from the repository root)")
+                "Install the pinned versions with:  pip install -r requirements-hf.txt  (from the repository root)"
+                "; from a notebook of the book (in book/), run  %pip install -r ../requirements-hf.txt  in a "
+                "cell, then restart the kernel")
 
 try:
     import torch
