@@ -148,8 +148,10 @@ def trace_generation(
     recorder = _Recorder(progress)
     tokens, stats = speculative_generate(target, draft, prompt, max_new_tokens, k, rng, verifier=recorder)
     kinds: list[str] = []
-    for block in recorder.blocks:
-        kinds += [ACCEPTED] * block.n_accepted + [BONUS if block.n_accepted == block.k else CORRECTED]
+    # From the loop's own per-step counts: a step without drafts (a proposer with nothing to
+    # offer) never reaches the verifier, but still emits one token sampled from the target.
+    for depth, n_accepted in zip(stats.k_per_step, stats.accepted_per_step):
+        kinds += [ACCEPTED] * n_accepted + [BONUS if n_accepted == depth else CORRECTED]
     return Trace(prompt, tokens, kinds[: tokens.size], recorder.blocks, k, stats)
 
 
