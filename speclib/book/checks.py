@@ -1036,9 +1036,9 @@ def check_predicted_speedup(predicted_speedup) -> None:
     passed("predicted_speedup agrees with speclib.lm.transformer.speedup_with_costs on every case tried.")
 
 
-@_expects("break_even_alpha(c, verify_ratio)")
+@_expects("one_draft_break_even(c, verify_ratio)")
 def check_break_even_alpha(break_even_alpha) -> None:
-    """Exercise ex-09-2: ``break_even_alpha(c, verify_ratio)``, the acceptance rate at which k = 1 breaks even."""
+    """Exercise ex-09-2: ``one_draft_break_even(c, verify_ratio)``, the acceptance rate at which k = 1 breaks even."""
     from ..lm.transformer import speedup_with_costs
 
     for c, r in ((0.0, 1.0), (0.05, 1.0), (0.1, 1.3), (0.02, 1.5), (0.3, 1.1)):
@@ -1051,7 +1051,7 @@ def check_break_even_alpha(break_even_alpha) -> None:
             raise ExerciseError(f"{where}: at alpha = {got:.4f} the predicted speed-up with k = 1 is "
                                 f"{speedup_with_costs(got, 1, c, r):.4f}, not 1. Write the k = 1 speed-up "
                                 "out and set it equal to 1.")
-    passed("break_even_alpha makes k = 1 break even in every case tried.")
+    passed("one_draft_break_even makes k = 1 break even in every case tried.")
 
 
 @_expects("speedup_with_fixed(alpha, k, c, verify_ratio, n, fixed_plain, fixed_spec)")
@@ -1080,6 +1080,93 @@ def check_speedup_with_fixed(speedup_with_fixed) -> None:
                 raise ExerciseError(f"{where}: you returned {got:.4f}, which is off. Write the cost of a "
                                     "plain run and of a speculative run, both in single-token target passes.")
     passed("speedup_with_fixed agrees with speclib.book.wallclock.speedup_with_fixed on every case tried.")
+
+
+def _pass_log_cases():
+    """Pass logs ``(name, n_tokens, seconds)`` as the decoding loops record them, with the traps:
+    a prompt pass, a slow outlier, a catch-up pass of the draft."""
+    plain = [("model", 40, 9.0)] + [("model", 1, t) for t in (1.0, 1.1, 0.9, 1.0, 25.0, 1.0, 1.05)]
+    spec = ([("target", 40, 9.5), ("draft", 40, 4.0)]
+            + [("target", 4, t) for t in (1.5, 1.4, 1.6, 30.0, 1.5)]
+            + [("draft", 1, t) for t in (0.1, 0.12, 0.09, 0.1, 5.0, 0.11)] + [("draft", 2, 0.3)])
+    yield plain, spec, 3
+    plain2 = [("model", 8, 2.0)] + [("model", 1, t) for t in (2.0, 2.2, 1.8)]
+    spec2 = [("target", 8, 2.5), ("target", 6, 3.0), ("target", 6, 3.2), ("draft", 8, 1.0),
+             ("draft", 1, 0.5), ("draft", 1, 0.6), ("draft", 1, 0.4)]
+    yield plain2, spec2, 5
+
+
+def _costs_reference(plain, spec, k):
+    import numpy as np
+
+    t1 = np.median([t for name, n, t in plain if name == "model" and n == 1])
+    c = np.median([t for name, n, t in spec if name == "draft" and n == 1]) / t1
+    r = np.median([t for name, n, t in spec if name == "target" and n == k + 1]) / t1
+    return float(c), float(r)
+
+
+@_expects("costs_from_passes(plain_passes, spec_passes, k)")
+def check_costs_from_passes(costs_from_passes) -> None:
+    """Exercise ex-09-1: ``(c, r(k+1))`` from the pass logs of a plain and a speculative run."""
+    import numpy as np
+
+    for plain, spec, k in _pass_log_cases():
+        where = f"k = {k}, {len(plain)} plain passes, {len(spec)} speculative passes"
+        got = call_student(costs_from_passes, list(plain), list(spec), k)
+        if not isinstance(got, (tuple, list)) or len(got) != 2:
+            raise ExerciseError(f"{where}: expected a pair (c, r), got {_describe(got)}.")
+        c, r = (_as_float_or_fail(v, f"{where}, {name}") for v, name in zip(got, ("c", "r")))
+        want_c, want_r = _costs_reference(plain, spec, k)
+        if abs(c - want_c) <= 1e-9 and abs(r - want_r) <= 1e-9:
+            continue
+        t1_mean = np.mean([t for name, n, t in plain if name == "model" and n == 1])
+        if abs(c - want_c * np.median([t for nm, n, t in plain if nm == "model" and n == 1]) / t1_mean) < 1e-9:
+            hint = "one slow pass moved your unit t1: take the median of the one-token passes, not the mean."
+        elif abs(r - want_r) > 1e-9 and abs(c - want_c) <= 1e-9:
+            hint = ("r(k+1) is the cost of an ordinary verification pass, over k + 1 tokens; leave out the "
+                    "passes of other sizes (the prompt) and take the median.")
+        else:
+            hint = ("the unit is t1, the median one-token pass of plain decoding ('model'); c is the median "
+                    "one-token 'draft' pass and r the median 'target' pass over k + 1 tokens, both over t1.")
+        raise ExerciseError(f"{where}: you returned c = {c:.4f}, r = {r:.4f}. {hint}")
+    passed("costs_from_passes reads c and r(k+1) from the pass logs on every case tried.")
+
+
+@_expects("first_near_tie(logits, tol)")
+def check_first_near_tie(first_near_tie) -> None:
+    """Exercise ex-09-3: the first row whose two largest logits lie within ``tol`` (-1 if none)."""
+    import numpy as np
+
+    rng = np.random.default_rng(9)
+    cases = []
+    base = rng.standard_normal((12, 7)) * 3
+    for row in range(12):  # make every row's top two at least 0.5 apart
+        top = np.argmax(base[row])
+        base[row, top] = np.partition(base[row], -2)[-2] + 0.5 + row
+    cases.append((base, 1e-3, -1))
+    tied = base.copy()
+    j, top = 7, int(np.argmax(base[7]))
+    tied[7, (top + 1) % 7] = tied[7, top] - 2e-4
+    cases.append((tied, 1e-3, 7))
+    cases.append((tied, 1e-4, -1))
+    low = base.copy()  # a near tie between the two *smallest* logits does not count
+    order = np.argsort(low[2])
+    low[2, order[1]] = low[2, order[0]] + 1e-6
+    cases.append((low, 1e-3, -1))
+    both = tied.copy()
+    both[3, :] = 1.0  # an exact tie
+    cases.append((both, 1e-3, 3))
+    for logits, tol, want in cases:
+        where = f"logits of shape {logits.shape}, tol = {tol}"
+        got = call_student(first_near_tie, logits.copy(), tol)
+        if isinstance(got, (bool, np.bool_)) or not isinstance(got, (int, np.integer)):
+            raise ExerciseError(f"{where}: expected a row index (an int, -1 for none), got {_describe(got)}.")
+        if int(got) != want:
+            raise ExerciseError(
+                f"{where}: you returned {int(got)}, expected {want}. Compare the largest logit of each row "
+                "with the second largest (np.sort or np.partition along the last axis); a gap of at most "
+                "tol is a near tie, and -1 means no row has one.")
+    passed("first_near_tie finds the first near tie between the two best logits on every case tried.")
 
 
 # --- Chapter 14: your own models
@@ -1130,6 +1217,31 @@ def check_acceptance_from_library_steps(acceptance_from_steps, runs=()) -> None:
         raise ExerciseError(f"{where}: you returned {got:.4f}, which is off. Per pass: how many drafts did "
                             "it keep, and how many did the target judge?")
     passed("acceptance_from_steps agrees with GenerationStats.acceptance_rate on every case tried.")
+
+
+@_expects("outside_ms(ms_per_token, tokens_per_pass, draft_passes_per_token, target_ms, verify_ratio, draft_ms)")
+def check_outside_ms(outside_ms) -> None:
+    """Exercise ex-14-1: the milliseconds per token a run spends outside the forward passes."""
+    from .hf_bench import outside_ms_per_token
+
+    cases = [(4.5, 1.0, 0.0, 2.9, 1.0, 0.75), (5.0, 2.67, 1.44, 2.88, 1.11, 0.75),
+             (3.4, 2.96, 1.29, 2.88, 1.11, 0.75), (1.0, 4.0, 0.8, 0.9, 1.6, 0.1), (2.0, 1.5, 0.5, 0.0, 1.0, 1.0)]
+    for args in cases:
+        where = ("ms_per_token = {}, tokens_per_pass = {}, draft_passes_per_token = {}, target_ms = {}, "
+                 "verify_ratio = {}, draft_ms = {}").format(*args)
+        got = _as_float_or_fail(call_student(outside_ms, *args), where)
+        want = outside_ms_per_token(*args)
+        if abs(got - want) > 1e-9:
+            ms, tpp, dpt, t, r, d = args
+            if abs(got - (ms - t * r - d * dpt)) < 1e-9 and tpp != 1:
+                hint = "you charged a whole verification pass to every token; how many tokens share one pass?"
+            elif abs(got - (ms - t / tpp - d * dpt)) < 1e-9 and r != 1:
+                hint = "a verification pass over k + 1 tokens costs verify_ratio one-token passes, not one."
+            else:
+                hint = ("per token: what share of a verification pass, and how many draft passes, does a "
+                        "run pay for? Subtract both from the measured time.")
+            raise ExerciseError(f"{where}: you returned {got:.4f}. {hint}")
+    passed("outside_ms agrees with speclib.book.hf_bench.outside_ms_per_token on every case tried.")
 
 
 @_expects("rows_over_vocabulary(logits, V)")

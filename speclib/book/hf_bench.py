@@ -235,6 +235,8 @@ class SettingSpeed:
     acceptance: float  #: accepted / verified drafts, summed over the runs (nan without drafts)
     draft_passes_per_token: float  #: draft passes / generated tokens, summed over the runs
     n_runs: int  #: prompts x repetitions
+    ms_middle_half: tuple[float, float] = (math.nan, math.nan)  #: quartiles of the runs' ms per token
+    tokens_per_pass_middle_half: tuple[float, float] = (math.nan, math.nan)  #: quartiles over the runs
 
 
 def time_settings(settings: dict, prompts: list, reps: int = 2) -> dict[str, SettingSpeed]:
@@ -256,6 +258,7 @@ def time_settings(settings: dict, prompts: list, reps: int = 2) -> dict[str, Set
     prompts = _prompt_list(prompts)
     reps = as_int(reps, "reps", minimum=1, maximum=MAX_REPEATS, why="timings settle long before")
     ms = {name: [] for name in settings}
+    tpp = {name: [] for name in settings}
     totals = {name: GenerationStats() for name in settings}
     for rep in range(reps):
         for j, prompt in enumerate(prompts):
@@ -268,9 +271,16 @@ def time_settings(settings: dict, prompts: list, reps: int = 2) -> dict[str, Set
                     raise ValueError(f"settings[{name!r}]: expected (tokens, GenerationStats) with at least "
                                      f"one token, got {type(out).__name__}")
                 ms[name].append(1e3 * seconds / stats.tokens_generated)
+                tpp[name].append(stats.tokens_per_target_pass)
                 totals[name].add(stats)
+
+    def quartiles(values):
+        lo, hi = np.percentile(values, [25, 75])
+        return float(lo), float(hi)
+
     return {name: SettingSpeed(float(np.median(ms[name])), t.tokens_per_target_pass, t.acceptance_rate,
-                               t.draft_passes / t.tokens_generated, len(ms[name]))
+                               t.draft_passes / t.tokens_generated, len(ms[name]),
+                               quartiles(ms[name]), quartiles(tpp[name]))
             for name, t in totals.items()}
 
 
@@ -284,7 +294,39 @@ def speed_table(speed: dict) -> str:
     def acc(a):
         return "n/a" if math.isnan(a) else f"{a:.2f}"
 
-    rows = [[name, f"{s.ms_per_token:.1f}", f"{s.tokens_per_pass:.2f}", acc(s.acceptance),
-             f"{s.draft_passes_per_token:.2f}"] for name, s in speed.items()]
-    return markdown_table(["setting", "ms per token (median)", "tokens per target pass", "acceptance",
-                           "draft passes per token"], rows)
+    def spread(pair, digits):
+        return "-" if any(math.isnan(v) for v in pair) else f"{pair[0]:.{digits}f} - {pair[1]:.{digits}f}"
+
+    rows = [[name, f"{s.ms_per_token:.1f}", spread(s.ms_middle_half, 1), f"{s.tokens_per_pass:.2f}",
+             acc(s.acceptance), f"{s.draft_passes_per_token:.2f}", spread(s.tokens_per_pass_middle_half, 2)]
+            for name, s in speed.items()]
+    return markdown_table(["setting", "ms per token (median)", "middle half of runs", "tokens per target pass",
+                           "acceptance", "draft passes per token", "tokens per pass, middle half of runs"],
+                          rows)
+
+
+def outside_ms_per_token(ms_per_token: float, tokens_per_pass: float, draft_passes_per_token: float,
+                         target_ms: float, verify_ratio: float, draft_ms: float) -> float:
+    """Milliseconds per generated token spent outside the models' forward passes.
+
+    A run that emits ``tokens_per_pass`` tokens per target pass pays, per token, a fraction
+    ``1 / tokens_per_pass`` of a verification pass (``verify_ratio`` one-token target passes of
+    ``target_ms``) and ``draft_passes_per_token`` draft passes of ``draft_ms``; whatever else
+    its measured ``ms_per_token`` holds is the loop's own work (sampling, verification, cache
+    bookkeeping, a library's per-step set-up).  Plain decoding is ``tokens_per_pass = 1``,
+    ``verify_ratio = 1``, no draft passes.
+
+    Examples
+    --------
+    >>> round(outside_ms_per_token(5.0, 2.5, 1.2, target_ms=3.0, verify_ratio=1.25, draft_ms=0.5), 3)
+    2.9
+    """
+    from .._validate import as_real
+
+    ms_per_token = as_real(ms_per_token, "ms_per_token", low=0.0)
+    tokens_per_pass = as_real(tokens_per_pass, "tokens_per_pass", low=1.0)
+    draft_passes_per_token = as_real(draft_passes_per_token, "draft_passes_per_token", low=0.0)
+    target_ms = as_real(target_ms, "target_ms", low=0.0)
+    verify_ratio = as_real(verify_ratio, "verify_ratio", low=0.0)
+    draft_ms = as_real(draft_ms, "draft_ms", low=0.0)
+    return ms_per_token - target_ms * verify_ratio / tokens_per_pass - draft_ms * draft_passes_per_token
