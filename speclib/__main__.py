@@ -5,6 +5,8 @@
 ``generate``
     Speculative generation from a model pair trained on text that ships with Python,
     printed with accepted, corrected and bonus tokens in colour, followed by its statistics.
+``export DIR``
+    The book's target and draft in the Hugging Face format (``DIR/target``, ``DIR/draft``).
 """
 
 from __future__ import annotations
@@ -61,9 +63,14 @@ PAIRS: dict[str, Pair] = {
 #: vocabulary (speclib.lm.corpora), as in chapter 9's comparison of drafts.
 NGRAM_DRAFT_ORDER = 7
 
-#: Drafts by name: "pair" is the pair's own draft.
+#: Drafts by name: "pair" is the pair's own draft; the others draft for the neural target
+#: (speclib.lm.drafters.load_drafter, chapter "Better drafts").
 DRAFTS = {"pair": "the pair's own draft",
-          "ngram": f"the order-{NGRAM_DRAFT_ORDER} n-gram of the domain (with --pair neural)"}
+          "ngram": f"the order-{NGRAM_DRAFT_ORDER} n-gram of the domain (with --pair neural)",
+          "distilled": "a draft of the pair's draft's size distilled from the target (with --pair neural)",
+          "medusa": "Medusa heads on the target's last hidden state (with --pair neural)",
+          "eagle": "an EAGLE layer predicting the target's next hidden state (with --pair neural)",
+          "early-exit": "the target's first block and an exit head (with --pair neural)"}
 
 DEFAULT_PROMPTS = {"prose": "The ", "code": "def "}
 MAX_NEW_TOKENS = 100_000
@@ -136,6 +143,8 @@ def _check_generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     if args.draft == "ngram" and args.pair != "neural":
         parser.error(f"argument --draft: the n-gram draft drafts for the neural target (--pair neural); the "
                      f"{args.pair} pair's own draft is already an n-gram")
+    if args.draft not in ("pair", "ngram") and args.pair != "neural":
+        parser.error(f"argument --draft: the {args.draft} draft drafts for the neural target (--pair neural)")
     if args.prompt is not None:
         _check_text(parser, args.prompt)
     return temperature
@@ -150,19 +159,13 @@ def _models(args: argparse.Namespace, temperature: float) -> tuple:
     from .core.warping import warp
 
     if args.pair == "neural":
-        from .lm.transformer import load_pair
+        from .lm.drafters import load_drafter
 
-        target, draft = load_pair(temperature)
-    else:
-        target, draft = PAIRS[args.pair].load(args.domain)
-        if temperature != 1.0:
-            target, draft = warp(target, temperature=temperature), warp(draft, temperature=temperature)
-    if args.draft == "ngram":
-        from .lm.ngram import train_ngram
-
-        draft = train_ngram(args.domain, NGRAM_DRAFT_ORDER)
-        if temperature != 1.0:
-            draft = warp(draft, temperature=temperature)
+        drafter = load_drafter(args.draft, temperature, args.domain)
+        return drafter.target, drafter  # Medusa and EAGLE read the hidden states of drafter.target
+    target, draft = PAIRS[args.pair].load(args.domain)
+    if temperature != 1.0:
+        target, draft = warp(target, temperature=temperature), warp(draft, temperature=temperature)
     return target, draft
 
 
@@ -258,7 +261,8 @@ def _statistics(trace, args: argparse.Namespace, temperature: float) -> str:
         ("acceptance", f"{acceptance} ({stats.accepted} of {verified} verified drafts kept)"),
     ]
     drafted = ("" if args.draft == "pair" else
-               f"\ndraft: the order-{NGRAM_DRAFT_ORDER} n-gram of the {args.domain} text (same vocabulary)")
+               f"\ndraft: the order-{NGRAM_DRAFT_ORDER} n-gram of the {args.domain} text (same vocabulary)"
+               if args.draft == "ngram" else f"\ndraft: {args.draft}, {DRAFTS[args.draft].split(' (')[0]}")
     head = (f"{args.pair} pair: {PAIRS[args.pair].description}{drafted}\n"
             f"domain {args.domain}, k = {args.k}, temperature {temperature:g}, seed {args.seed}")
     return head + "\n" + "\n".join(f"  {name:<24}{value}" for name, value in rows)
@@ -310,6 +314,22 @@ def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(directory: str) -> int:
+    try:
+        from .lm.export import export_pair_files
+
+        folders = export_pair_files(directory)
+    except ImportError as exc:
+        _note(f"python -m speclib export: needs PyTorch and transformers (pip install -r requirements-hf.txt): {exc}")
+        return 1
+    except (FileExistsError, OSError) as exc:
+        _note(f"python -m speclib export: {exc}")
+        return 1
+    for name, folder in folders.items():
+        _out(f"{name}: {folder}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m speclib",
@@ -323,6 +343,13 @@ def main(argv: list[str] | None = None) -> int:
         "corrected acceptance (accepted / verified), alpha = sum min(p, q) and the theory at alpha.",
     )
     generate = _generate_parser(commands)
+    commands.add_parser(
+        "export",
+        help="write the book's target and draft in the Hugging Face format (DIR/target, DIR/draft)",
+        description="Save the book's numpy pair as transformers GPT2LMHeadModel folders, each with a "
+        "tokenizer for the 97-symbol character vocabulary (built locally, nothing downloaded). "
+        "Needs requirements-hf.txt.",
+    ).add_argument("directory", metavar="DIR", help="a new or empty folder")
     args = parser.parse_args(argv)
     if args.command == "article":
         from .book.article import report
@@ -331,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "generate":
         return _generate(generate, args)
+    if args.command == "export":
+        return _export(args.directory)
     parser.print_help()
     return 2
 

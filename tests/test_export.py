@@ -1,0 +1,73 @@
+"""The exported pair: loads back in transformers with the numpy models' rows and tokens."""
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+import torch  # noqa: E402
+
+from speclib.__main__ import main  # noqa: E402
+from speclib.lm.corpora import load_corpus, shared_vocabulary  # noqa: E402
+from speclib.lm.export import char_tokenizer, export_pair_files  # noqa: E402
+from speclib.lm.transformer import TransformerConfig, load_pair, random_transformer  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("export") / "pair"
+    assert main(["export", str(directory)]) == 0
+    return directory
+
+
+@pytest.mark.parametrize("role", ["target", "draft"])
+def test_from_pretrained_gives_the_numpy_rows(exported, role):
+    numpy_model = dict(zip(("target", "draft"), load_pair()))[role]
+    model = transformers.AutoModelForCausalLM.from_pretrained(exported / role)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(exported / role)
+    text = load_corpus("code").heldout[:numpy_model.config.block_size]
+    ids = tokenizer(text, return_tensors="pt")["input_ids"]
+    np.testing.assert_array_equal(ids[0].numpy(), shared_vocabulary().encode(text))
+    with torch.no_grad():
+        logits = model(ids).logits[0].numpy()
+    np.testing.assert_allclose(logits, numpy_model.logits(ids[0].numpy()), atol=1e-4)
+
+
+def test_the_tokenizer_round_trips_text(exported):
+    tokenizer = transformers.AutoTokenizer.from_pretrained(exported / "draft")
+    vocab = shared_vocabulary()
+    text = "def f(x):\n    return {'a': x ** 2}  # ok?\n" + vocab.chars
+    ids = tokenizer(text)["input_ids"]
+    assert ids == vocab.encode(text).tolist() and tokenizer.decode(ids) == text
+    assert len(tokenizer) == vocab.size == 97
+    # Characters outside the vocabulary become the unknown symbol, as the vocabulary does.
+    assert tokenizer("a\tb")["input_ids"] == vocab.encode("a\tb").tolist()
+    assert vocab.encode("a\tb")[1] == vocab.unk_id
+    record = json.loads((exported / "speclib_export.json").read_text())
+    assert record["vocabulary"]["size"] == 97 and set(record["models"]) == {"target", "draft"}
+
+
+def test_a_wrong_weight_would_show(tmp_path):
+    # Negative control: a model whose exported weights differ from the numpy ones is caught
+    # by the same comparison.
+    cfg = TransformerConfig(vocab_size=97, block_size=16, d_model=8, n_layers=1, n_heads=2)
+    model, other = random_transformer(cfg, seed=0), random_transformer(cfg, seed=1)
+    export_pair_files(tmp_path / "x", {"m": other})
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "x" / "m")
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        logits = loaded(ids).logits[0].numpy()
+    assert np.abs(logits - model.logits(np.array([1, 2, 3, 4]))).max() > 1e-2
+    np.testing.assert_allclose(logits, other.logits(np.array([1, 2, 3, 4])), atol=1e-5)
+
+
+def test_export_refuses_a_folder_in_use(tmp_path, capsys):
+    (tmp_path / "old.txt").write_text("keep me")
+    assert main(["export", str(tmp_path)]) == 1
+    assert "not an empty folder" in capsys.readouterr().err
+    with pytest.raises(TypeError, match="vocabulary"):
+        char_tokenizer("abc")
