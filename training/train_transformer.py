@@ -88,11 +88,15 @@ class TorchGPT(torch.nn.Module):
         return getattr(self, name.replace(".", "__"))
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        x = self.blocks(self.p("wte")[idx] + self.p("wpe")[:idx.shape[1]])
+        return self.head(self.final_norm(x))
+
+    def blocks(self, x: torch.Tensor, start: int = 0, stop: int | None = None) -> torch.Tensor:
+        """The residual stream ``x`` (batch, time, d_model) after blocks ``start .. stop - 1``."""
         cfg = self.config
-        b, t = idx.shape
+        b, t, _ = x.shape
         h, dh = cfg.n_heads, cfg.head_dim
-        x = self.p("wte")[idx] + self.p("wpe")[:t]
-        for i in range(cfg.n_layers):
+        for i in range(start, cfg.n_layers if stop is None else stop):
             p = lambda n: self.p(f"h{i}.{n}")  # noqa: E731
             a = F.layer_norm(x, (cfg.d_model,), p("ln1.g"), p("ln1.b"), eps=1e-5) @ p("attn.w_qkv") + p("attn.b_qkv")
             q, k, v = a.view(b, t, 3, h, dh).permute(2, 0, 3, 1, 4)
@@ -100,9 +104,15 @@ class TorchGPT(torch.nn.Module):
             x = x + (y.transpose(1, 2).reshape(b, t, cfg.d_model) @ p("attn.w_o") + p("attn.b_o"))
             m = F.layer_norm(x, (cfg.d_model,), p("ln2.g"), p("ln2.b"), eps=1e-5) @ p("mlp.w_up") + p("mlp.b_up")
             x = x + (F.gelu(m, approximate="tanh") @ p("mlp.w_down") + p("mlp.b_down"))
-        x = F.layer_norm(x, (cfg.d_model,), self.p("ln_f.g"), self.p("ln_f.b"), eps=1e-5)
-        w_out = self.p("wte").T if cfg.tied else self.p("w_out")
-        return x @ w_out
+        return x
+
+    def final_norm(self, x: torch.Tensor) -> torch.Tensor:
+        """The final layer norm: what the output head reads (the "feature" of Medusa and EAGLE)."""
+        return F.layer_norm(x, (self.config.d_model,), self.p("ln_f.g"), self.p("ln_f.b"), eps=1e-5)
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        """The output projection (the token embedding transposed when tied)."""
+        return x @ (self.p("wte").T if self.config.tied else self.p("w_out"))
 
     def numpy_params(self) -> dict[str, np.ndarray]:
         return {n: self.p(n).detach().float().numpy().copy() for n in self.names}

@@ -1,0 +1,483 @@
+"""Drafters for the book's transformer target, each a proposer of the one loop.
+
+Chapter 9 drafts with a separate small transformer.  The drafters here draft better or more
+cheaply by leaning on the target itself, and every one of them plugs into
+:func:`speclib.core.decoding.speculative_generate` as a proposer (the protocol of
+:mod:`speclib.core.proposers`), so the loop, and with it the exactness of its output, is
+the same for all:
+
+``pair``
+    the shipped separate draft (1 layer of width 64), as in chapter 9;
+``distilled``
+    a draft of the same shape, fine-tuned on the target's own next-token distributions
+    (DistillSpec);
+``ngram``
+    the order-7 n-gram of the domain, on the same vocabulary;
+``medusa``
+    :class:`MedusaHeads`: small heads on the target's final hidden state at the last read
+    position, head ``i`` guessing the token ``i + 2`` places ahead; all drafts of a step
+    come from one evaluation of the heads, without a draft model;
+``eagle``
+    :class:`EagleDrafter`: one small transformer block that reads the target's hidden state
+    and the next token's embedding, predicts the next hidden state and reads it with the
+    target's own output head, autoregressively on its own predictions for ``k`` steps;
+``early-exit``
+    the target's first block and a trained exit head, run as a one-layer
+    :class:`~speclib.lm.transformer.Transformer` (LayerSkip's self-speculation; the full
+    target verifies and recomputes its first block: nothing is shared here).
+
+Medusa and EAGLE read the target's hidden states without a second pass: they come with a
+:class:`FeatureTarget`, the target whose cache keeps them (``cache.features``); pass
+``drafter.target`` as the loop's target.  Every drafter returned by :func:`load_drafter`
+has a ``target`` attribute, so ``speculative_generate(d.target, d, prompt, n, k, rng)``
+works for all.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .._validate import as_int, as_real
+from ..core.proposers import DraftModel, Proposal
+from .transformer import (
+    DATA_DIR,
+    KVCache,
+    Transformer,
+    TransformerConfig,
+    _gelu,
+    _layer_norm,
+    _softmax,
+    load_transformer,
+)
+
+#: The shipped drafters' files in ``speclib/data`` (the separate draft is ``neural_draft.npz``).
+DRAFTER_FILES = {
+    "distilled": "neural_distilled.npz",
+    "medusa": "drafter_medusa.npz",
+    "eagle": "drafter_eagle.npz",
+    "early-exit": "drafter_early_exit.npz",
+}
+#: Every name :func:`load_drafter` knows, in the book's order.
+DRAFTER_NAMES = ("pair", "distilled", "ngram", "medusa", "eagle", "early-exit")
+#: The order of the n-gram drafter.
+NGRAM_ORDER = 7
+
+
+def save_weights(path: str | Path, kind: str, arrays: dict[str, np.ndarray], **header: object) -> None:
+    """Write a drafter's weights (float16) and a JSON header (``kind`` and its settings)."""
+    if not isinstance(kind, str):
+        raise TypeError(f"kind: expected the drafter's name (a string), got {type(kind).__name__}")
+    head = {"kind": kind, **header}
+    stored = {name: np.asarray(value, dtype=np.float32).astype(np.float16) for name, value in arrays.items()}
+    np.savez_compressed(Path(path), header=np.array(json.dumps(head)), **stored)
+
+
+def load_weights(path: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
+    """Read what :func:`save_weights` wrote: ``(header, arrays as float32)``."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"path: no drafter weights at {path}")
+    with np.load(path, allow_pickle=False) as data:
+        header = json.loads(str(data["header"]))
+        arrays = {name: data[name].astype(np.float32) for name in data.files if name != "header"}
+    return header, arrays
+
+
+def _check_target(target: object) -> Transformer:
+    if not isinstance(target, Transformer):
+        raise TypeError(f"target: expected a speclib.lm.transformer.Transformer, got {type(target).__name__}")
+    return target
+
+
+# --------------------------------------------------------------------------- the target that keeps features
+
+
+class FeatureTarget:
+    """The target model, read through a cache that keeps its hidden states.
+
+    A thin model: calls go to ``model``; :meth:`cache` returns a
+    :class:`~speclib.lm.transformer.KVCache` with ``features=True`` and hands it to the
+    drafter that starts next (:meth:`take_cache`), so that the heads read what the loop's own
+    target passes computed.  Copies share it (the exact enumerator copies runs, not models).
+    """
+
+    #: Rows come from the numpy transformer (checked there).
+    trusted_rows = True
+    context_length = None
+
+    def __init__(self, model: Transformer) -> None:
+        self.model = _check_target(model)
+        self.vocab_size = model.vocab_size
+        self.temperature = model.temperature
+        self._fresh: KVCache | None = None
+
+    def __call__(self, tokens: np.ndarray) -> np.ndarray:
+        return self.model(tokens)
+
+    def cache(self) -> KVCache:
+        """A features-keeping cache, remembered for the drafter that starts next."""
+        self._fresh = KVCache(self.model, features=True)
+        return self._fresh
+
+    def take_cache(self, who: str) -> KVCache:
+        """The cache the loop just made (the drafter's ``start`` calls this once)."""
+        cache, self._fresh = self._fresh, None
+        if cache is None or len(cache):
+            raise ValueError(f"{who}: the loop's target must be this drafter's .target (a FeatureTarget), "
+                             "whose cache keeps the hidden states the drafter reads")
+        return cache
+
+    def __deepcopy__(self, memo: dict) -> "FeatureTarget":
+        return self  # a model: shared by copies of a run
+
+    def __repr__(self) -> str:
+        return f"FeatureTarget({self.model!r})"
+
+
+class _FeatureDrafter:
+    """What Medusa and EAGLE share: the target's cache, and drafting only where it has a feature."""
+
+    name = "draft"
+
+    def __init__(self, target: Transformer) -> None:
+        self.target = FeatureTarget(target)
+        self.vocab_size = target.vocab_size
+        self.temperature = target.temperature
+        self._w_out = target._w_out
+        self.features_cache: KVCache | None = None
+
+    def start(self, prompt: np.ndarray, vocab_size: int) -> None:
+        if vocab_size != self.vocab_size:
+            raise ValueError(f"{self.name}: vocabulary of {self.vocab_size} tokens differs from the target's {vocab_size}")
+        self.features_cache = self.target.take_cache(self.name)
+
+    def _ready(self, text: np.ndarray) -> bool:
+        """Whether the target has read all of ``text`` but its last token (the heads' input)."""
+        n = len(self.features_cache)
+        return n >= 1 and n == text.size - 1
+
+    def _rows(self, logits: np.ndarray) -> np.ndarray:
+        return _softmax(logits, self.temperature)
+
+    @staticmethod
+    def _time(timings: dict | None, t0: float, n: int) -> None:
+        if timings is not None:
+            seconds = time.perf_counter() - t0
+            timings["draft"] = timings.get("draft", 0.0) + seconds
+            passes = timings.get("passes")
+            if passes is not None:
+                passes.append(("draft", n, seconds))
+
+
+# --------------------------------------------------------------------------- Medusa
+
+
+class MedusaHeads(_FeatureDrafter):
+    """Medusa-1 heads on the target's final hidden state: all of a step's drafts from one evaluation.
+
+    Head ``i`` is ``f + silu(f W_i + b_i)`` read by the target's own output head, where ``f``
+    is the target's hidden state (after its final layer norm) at the last position it has
+    read.  That position predicted the text's last token; head ``i`` guesses the token
+    ``i + 2`` places after it, i.e. draft ``i + 1``.  The heads do not see the drafts before
+    theirs, so each draft is drawn from its head's row alone, which is the row the verifier
+    is told.  A step drafts ``min(k, heads)`` tokens and costs one draft pass (the heads).
+    On the first step the target has read nothing yet: that step drafts nothing.
+
+    Parameters
+    ----------
+    target : Transformer
+        The target (its temperature is the heads' temperature).
+    weights : list of (W, b)
+        One ``(d_model, d_model)`` matrix and ``(d_model,)`` bias per head.
+    """
+
+    name = "medusa"
+
+    def __init__(self, target: Transformer, weights: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        super().__init__(_check_target(target))
+        d = target.config.d_model
+        if not weights:
+            raise ValueError("weights: need at least one head")
+        for i, (w, b) in enumerate(weights):
+            if np.shape(w) != (d, d) or np.shape(b) != (d,):
+                raise ValueError(f"weights[{i}]: expected shapes ({d}, {d}) and ({d},), got {np.shape(w)}, {np.shape(b)}")
+        self.heads = len(weights)
+        self._w = np.concatenate([np.asarray(w, np.float32) for w, _ in weights], axis=1)  # (d, heads * d)
+        self._b = np.concatenate([np.asarray(b, np.float32) for _, b in weights])
+
+    def propose(self, text: np.ndarray, k: int, policy, choose, timings: dict | None) -> Proposal:
+        m = min(k, self.heads)
+        if m == 0 or not self._ready(text):
+            return Proposal(np.zeros(0, dtype=np.int64), np.zeros((0, self.vocab_size)), 0)
+        t0 = time.perf_counter()
+        f = self.features_cache.features[-1]
+        z = f @ self._w[:, :m * f.size] + self._b[:m * f.size]
+        h = (z / (1.0 + np.exp(-z))).reshape(m, f.size) + f  # silu, then the residual
+        rows = self._rows(h @ self._w_out)
+        self._time(timings, t0, 1)
+        tokens = np.empty(m, dtype=np.int64)
+        for i in range(m):
+            x = choose.token(rows[i])
+            if not policy.keep_drafting(rows[i], x):
+                return Proposal(tokens[:i], rows[:i], 1)
+            tokens[i] = x
+        return Proposal(tokens, rows, 1)
+
+    def accept(self, length: int) -> None:
+        pass  # no state of its own: the target's cache is rolled back by the loop
+
+    def __repr__(self) -> str:
+        return f"MedusaHeads(heads={self.heads}, target={self.target.model!r})"
+
+
+# --------------------------------------------------------------------------- EAGLE
+
+
+class EagleDrafter(_FeatureDrafter):
+    """An EAGLE-style drafter: one transformer block that predicts the target's next hidden state.
+
+    Entry ``j`` of its sequence reads ``fc([f_j, e(x_{j+1})])``: the target's hidden state at
+    position ``j`` and the embedding of the token after it.  The block (causal attention
+    over the last ``window`` entries, no position embeddings, a GELU MLP, a final layer
+    norm and a projection back to the target's width) predicts ``f_{j+1}``, which the
+    target's own output head turns into the row of token ``x_{j+2}``.  Each step first
+    feeds the entries whose hidden states the target has computed since the last step
+    (one pass), then drafts on its own predicted states, one pass per draft.  After
+    verification it keeps only entries built from the target's states.
+
+    Parameters
+    ----------
+    target : Transformer
+    arrays : dict of str to array
+        ``fc.w`` ``(2 d_target, d)``, ``fc.b``, the block's ``h0.*`` parameters (names and
+        shapes of :class:`~speclib.lm.transformer.TransformerConfig` at width ``d``),
+        ``ln_f.g``, ``ln_f.b``, ``out.w`` ``(d, d_target)``, ``out.b``.
+    n_heads : int
+        Attention heads of the block.
+    window : int
+        Entries an entry attends to (itself included), as in training.
+    """
+
+    name = "eagle"
+
+    def __init__(self, target: Transformer, arrays: dict[str, np.ndarray], n_heads: int, window: int) -> None:
+        super().__init__(_check_target(target))
+        self.window = as_int(window, "window", minimum=1)
+        d_t = target.config.d_model
+        d = np.shape(arrays.get("fc.w", np.zeros((0, 0))))[-1]
+        if not d:
+            raise ValueError("arrays: missing 'fc.w'")
+        cfg = TransformerConfig(vocab_size=2, block_size=2, d_model=d, n_layers=1,
+                                n_heads=as_int(n_heads, "n_heads", minimum=1))
+        shapes = {n: s for n, s in cfg.parameter_shapes().items() if n.startswith(("h0.", "ln_f."))}
+        shapes.update({"fc.w": (2 * d_t, d), "fc.b": (d,), "out.w": (d, d_t), "out.b": (d_t,)})
+        for name, shape in shapes.items():
+            if name not in arrays or np.shape(arrays[name]) != shape:
+                raise ValueError(f"arrays[{name!r}]: expected shape {shape}, got "
+                                 f"{np.shape(arrays[name]) if name in arrays else 'nothing'}")
+        self.p = {n: np.ascontiguousarray(arrays[n], dtype=np.float32) for n in shapes}
+        self.d, self.n_heads = d, cfg.n_heads
+        self._wte = target.params["wte"]
+        self._keys = np.zeros((self.n_heads, 64, d // self.n_heads), dtype=np.float32)
+        self._values = np.zeros_like(self._keys)
+        self._count = 0  # entries held
+        self._real = 0  # of which built from the target's own hidden states
+
+    def start(self, prompt: np.ndarray, vocab_size: int) -> None:
+        super().start(prompt, vocab_size)
+        self._count = self._real = 0
+
+    def _pass(self, feats: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """Feed entries ``(feats[i], tokens[i])``; return their predicted next hidden states."""
+        p, n, h = self.p, tokens.size, self.n_heads
+        dh = self.d // h
+        start, end = self._count, self._count + n
+        if end > self._keys.shape[1]:
+            size = max(end, 2 * self._keys.shape[1])
+            for attr in ("_keys", "_values"):
+                grown = np.zeros((h, size, dh), dtype=np.float32)
+                grown[:, :start] = getattr(self, attr)[:, :start]
+                setattr(self, attr, grown)
+        x = np.concatenate([feats, self._wte[tokens]], axis=1) @ p["fc.w"] + p["fc.b"]
+        qkv = (_layer_norm(x, p["h0.ln1.g"], p["h0.ln1.b"]) @ p["h0.attn.w_qkv"] + p["h0.attn.b_qkv"])
+        qkv = qkv.reshape(n, 3, h, dh).transpose(1, 2, 0, 3)
+        self._keys[:, start:end] = qkv[1]
+        self._values[:, start:end] = qkv[2]
+        lo = max(0, end - self.window - n + 1)
+        att = (qkv[0] * np.float32(1.0 / math.sqrt(dh))) @ self._keys[:, lo:end].transpose(0, 2, 1)
+        pos = np.arange(lo, end)
+        query = np.arange(start, end)[:, None]
+        if n > 1:  # query start + i sees the entries after start + i - window, up to itself
+            att += np.where((pos > query) | (pos <= query - self.window), -np.inf, 0.0).astype(np.float32)
+        att -= att.max(axis=-1, keepdims=True)
+        np.exp(att, out=att)
+        att /= att.sum(axis=-1, keepdims=True)
+        y = (att @ self._values[:, lo:end]).transpose(1, 0, 2).reshape(n, self.d)
+        x = x + (y @ p["h0.attn.w_o"] + p["h0.attn.b_o"])
+        x = x + (_gelu(_layer_norm(x, p["h0.ln2.g"], p["h0.ln2.b"]) @ p["h0.mlp.w_up"] + p["h0.mlp.b_up"])
+                 @ p["h0.mlp.w_down"] + p["h0.mlp.b_down"])
+        self._count = end
+        return _layer_norm(x, p["ln_f.g"], p["ln_f.b"]) @ p["out.w"] + p["out.b"]
+
+    def propose(self, text: np.ndarray, k: int, policy, choose, timings: dict | None) -> Proposal:
+        if k == 0 or not self._ready(text):
+            return Proposal(np.zeros(0, dtype=np.int64), np.zeros((0, self.vocab_size)), 0)
+        # Entries j = real .. len(text) - 2: the target's states, and the tokens after them.
+        self._count = self._real
+        t0 = time.perf_counter()
+        fed = text.size - 1 - self._real
+        f = self._pass(self.features_cache.features[self._real:], text[self._real + 1:])[-1:]
+        self._real = self._count
+        tokens = np.empty(k, dtype=np.int64)
+        rows = np.empty((k, self.vocab_size))
+        n = 0
+        while True:
+            p = self._rows(f @ self._w_out)[0]
+            self._time(timings, t0, fed)
+            x = choose.token(p)
+            if not policy.keep_drafting(p, x):
+                return Proposal(tokens[:n], rows[:n], n + 1)
+            tokens[n], rows[n] = x, p
+            n += 1
+            if n == k:
+                return Proposal(tokens, rows, k)
+            t0, fed = time.perf_counter(), 1
+            f = self._pass(f, tokens[n - 1:n])
+
+    def accept(self, length: int) -> None:
+        self._real = min(self._real, length)
+        self._count = self._real
+
+    def __repr__(self) -> str:
+        return f"EagleDrafter(d={self.d}, heads={self.n_heads}, window={self.window}, target={self.target.model!r})"
+
+
+# --------------------------------------------------------------------------- loading
+
+
+class ModelDrafter(DraftModel):
+    """A draft model (a :class:`~speclib.core.proposers.DraftModel`) that knows its target."""
+
+    def __init__(self, model, target, name: str = "draft") -> None:
+        super().__init__(model, name)
+        self.target = target
+
+
+def early_exit_model(target: Transformer, arrays: dict[str, np.ndarray], exit_layer: int) -> Transformer:
+    """The target's first ``exit_layer`` blocks and a trained exit, as a :class:`Transformer`.
+
+    The blocks, token and position embeddings are the target's own arrays (shared, not
+    copied); ``arrays`` holds the exit: ``ln_f.g``, ``ln_f.b`` and ``w_out`` ``(d, V)``.
+    """
+    target = _check_target(target)
+    exit_layer = as_int(exit_layer, "exit_layer", minimum=1, maximum=target.config.n_layers)
+    c = target.config
+    config = TransformerConfig(vocab_size=c.vocab_size, block_size=c.block_size, d_model=c.d_model,
+                               n_layers=exit_layer, n_heads=c.n_heads, tied=False)
+    params = {}
+    for name in config.parameter_shapes():
+        params[name] = arrays[name] if name in ("ln_f.g", "ln_f.b", "w_out") else target.params[name]
+    return Transformer(config, params, temperature=target.temperature)
+
+
+def load_drafter_model(name: str, path: str | Path | None = None, target: Transformer | None = None) -> Transformer:
+    """The numpy model of the ``distilled`` or ``early-exit`` drafter (temperature 1)."""
+    from .transformer import load_pair
+
+    if name not in ("distilled", "early-exit"):
+        raise ValueError(f"name: only 'distilled' and 'early-exit' are transformers, got {name!r}")
+    path = DATA_DIR / DRAFTER_FILES[name] if path is None else Path(path)
+    if name == "distilled":
+        return load_transformer(path)
+    target = load_pair()[0] if target is None else _check_target(target)
+    header, arrays = load_weights(path)
+    return early_exit_model(target, arrays, header["exit_layer"])
+
+
+def load_drafter(name: str, temperature: float = 1.0, domain: str = "code", *,
+                 target: Transformer | None = None, path: str | Path | None = None):
+    """A drafter for the book's target by name, as a proposer with a ``target`` attribute.
+
+    ``name`` is one of :data:`DRAFTER_NAMES`; ``domain`` matters only for ``ngram`` (the
+    n-gram of that domain's training text).  ``target`` and ``path`` replace the shipped
+    target and the drafter's shipped file (the tests use them).
+
+    Examples
+    --------
+    >>> from speclib.core.decoding import speculative_generate
+    >>> d = load_drafter("medusa")
+    >>> tokens, stats = speculative_generate(d.target, d, [1, 2, 3], 20, k=3, rng=0)
+    >>> len(tokens), stats.target_passes < 20
+    (20, True)
+    """
+    from .transformer import load_pair
+
+    if name not in DRAFTER_NAMES:
+        raise ValueError(f"name: unknown drafter {name!r}; expected one of {', '.join(DRAFTER_NAMES)}")
+    temperature = as_real(temperature, "temperature", low=0.0)
+    if target is None:
+        target, draft = load_pair(temperature)
+    else:
+        target, draft = _check_target(target).with_temperature(temperature), None
+    if name == "pair":
+        if path is not None or draft is None:
+            draft = load_transformer(DATA_DIR / "neural_draft.npz" if path is None else path)
+        return ModelDrafter(draft.with_temperature(temperature), target, "draft")
+    if name == "ngram":
+        from ..core.warping import warp
+        from .ngram import train_ngram
+
+        model = train_ngram(domain, NGRAM_ORDER)
+        return ModelDrafter(model if temperature == 1.0 else warp(model, temperature=temperature), target, "draft")
+    if name in ("distilled", "early-exit"):
+        model = load_drafter_model(name, path, target).with_temperature(temperature)
+        return ModelDrafter(model, target, "draft")
+    header, arrays = load_weights(DATA_DIR / DRAFTER_FILES[name] if path is None else path)
+    if name == "medusa":
+        return MedusaHeads(target, [(arrays[f"w{i}"], arrays[f"b{i}"]) for i in range(header["heads"])])
+    # Training windows of block_size inputs hold block_size - 1 entries, each seeing all before it.
+    return EagleDrafter(target, arrays, header["n_heads"], header.get("window", target.config.block_size - 1))
+
+
+# --------------------------------------------------------------------------- teacher-forced rows
+
+
+def teacher_forced_rows(name: str, target: Transformer, ids: np.ndarray, path: str | Path | None = None):
+    """Rows of the drafter and of the target for the same tokens of ``ids`` (temperature 1).
+
+    Returns ``(q_rows, p_rows)``, two lists with one array per draft position: for
+    ``medusa`` one per head (head ``i`` at position ``t`` against the target's row for the
+    token at ``t + i + 2``), for the others one.  Every drafter reads the true text and the
+    target's hidden states of it (teacher forcing), so ``sum_x min(p, q)`` is the acceptance
+    rate of the drafter's first draft (head ``i``'s draft ``i + 1`` for Medusa) on that text.
+    """
+    target = _check_target(target).with_temperature(1.0)
+    cache = KVCache(target, features=True)
+    q = _softmax(cache.extend_logits(np.asarray(ids, dtype=np.int64)), 1.0)
+    feats = cache.features
+    if name in ("distilled", "early-exit", "pair"):
+        model = (load_transformer(path) if name == "pair" else load_drafter_model(name, path, target))
+        return [q], [_softmax(KVCache(model).extend_logits(np.asarray(ids, dtype=np.int64)), 1.0)]
+    drafter = load_drafter(name, 1.0, target=target, path=path)
+    if name == "medusa":
+        qs, ps = [], []
+        for i in range(drafter.heads):
+            cols = slice(i * feats.shape[1], (i + 1) * feats.shape[1])
+            z = feats @ drafter._w[:, cols] + drafter._b[cols]
+            h = z / (1.0 + np.exp(-z)) + feats
+            n = feats.shape[0] - i - 1
+            ps.append(_softmax(h[:n] @ drafter._w_out, 1.0))
+            qs.append(q[i + 1:i + 1 + n])
+        return qs, ps
+    if name == "eagle":  # entry j = (f_j, ids[j + 1]) predicts f_{j+1}, the target's row q[j + 1]
+        ids = np.asarray(ids, dtype=np.int64)
+        m = ids.size - 1
+        pred = np.concatenate([drafter._pass(feats[s:min(m, s + 64)], ids[s + 1:min(m, s + 64) + 1])
+                               for s in range(0, m, 64)])
+        return [q[1:]], [_softmax(pred @ drafter._w_out, 1.0)]
+    raise ValueError(f"name: no teacher-forced rows for {name!r}")

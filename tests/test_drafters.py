@@ -1,0 +1,253 @@
+"""The drafters of speclib.lm.drafters: exact through the one loop, trainable, reproducible.
+
+Exactness is checked by exact enumeration (speclib.core.exact) on a tiny random target with
+random heads, against the target's own law, with a faulty proposer as negative control.  The
+torch parts (training briefly into a temporary folder, seed reproducibility, the numpy
+drafters computing what the torch modules trained) skip themselves where PyTorch is absent.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from speclib.core.decoding import speculative_generate
+from speclib.core.exact import output_distribution, target_sequence_distribution
+from speclib.core.proposers import Proposal
+from speclib.lm.corpora import load_corpus, shared_vocabulary
+from speclib.lm.drafters import (
+    DRAFTER_FILES,
+    DRAFTER_NAMES,
+    EagleDrafter,
+    MedusaHeads,
+    early_exit_model,
+    load_drafter,
+    teacher_forced_rows,
+)
+from speclib.lm.transformer import DATA_DIR, TransformerConfig, random_transformer
+
+#: Largest gap allowed between the loop's exact law and the target's: float32 rounding of the
+#: cached passes against the full forward pass (observed about 3e-8).
+EXACT_TOL = 1e-6
+#: Smallest gap the faulty proposer must produce for the check to count as catching it.
+FAULT_MIN = 1e-3
+
+SCRIPT = Path(__file__).resolve().parents[1] / "training" / "train_drafters.py"
+TINY = TransformerConfig(vocab_size=3, block_size=4, d_model=8, n_layers=2, n_heads=2)
+
+
+def _tiny_target(temperature: float = 1.0):
+    return random_transformer(TINY, seed=0).with_temperature(temperature)
+
+
+def _medusa(target, seed: int = 1) -> MedusaHeads:
+    rng = np.random.default_rng(seed)
+    d = target.config.d_model
+    return MedusaHeads(target, [(rng.standard_normal((d, d)), rng.standard_normal(d)) for _ in range(2)])
+
+
+def _eagle(target, seed: int = 2, window: int = 2) -> EagleDrafter:
+    rng = np.random.default_rng(seed)
+    d_t, d = target.config.d_model, 4
+    shapes = TransformerConfig(vocab_size=2, block_size=2, d_model=d, n_layers=1, n_heads=2).parameter_shapes()
+    arrays = {n: rng.standard_normal(s) for n, s in shapes.items() if n.startswith(("h0.", "ln_f."))}
+    arrays.update({"fc.w": rng.standard_normal((2 * d_t, d)), "fc.b": rng.standard_normal(d),
+                   "out.w": rng.standard_normal((d, d_t)), "out.b": rng.standard_normal(d_t)})
+    return EagleDrafter(target, arrays, n_heads=2, window=window)
+
+
+def _early_exit(target, seed: int = 3):
+    rng = np.random.default_rng(seed)
+    d, v = target.config.d_model, target.vocab_size
+    exit_arrays = {"ln_f.g": 1 + 0.1 * rng.standard_normal(d), "ln_f.b": 0.1 * rng.standard_normal(d),
+                   "w_out": rng.standard_normal((d, v))}
+    return early_exit_model(target, exit_arrays, exit_layer=1)
+
+
+def _gap(target, drafter, k: int = 2, prompt=(0, 1), length: int = 3) -> float:
+    law = output_distribution(drafter.target, drafter, list(prompt), length, k=k)
+    return float(abs(law - target_sequence_distribution(target, list(prompt), length)).max())
+
+
+# --------------------------------------------------------------------------- exactness
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7, 0.0])
+@pytest.mark.parametrize("make", [_medusa, _eagle], ids=["medusa", "eagle"])
+def test_feature_drafters_keep_the_output_exactly_the_targets(make, temperature):
+    # Prompt 2 + 4 tokens with block_size 4: the target's window moves during the run, and
+    # EAGLE's window of 2 entries drops entries; k = 3 exceeds Medusa's 2 heads.
+    target = _tiny_target(temperature)
+    for k in (1, 3):
+        assert _gap(target, make(target), k=k) < EXACT_TOL
+
+
+def test_early_exit_keeps_the_output_exactly_the_targets():
+    from speclib.lm.drafters import ModelDrafter
+
+    target = _tiny_target()
+    drafter = ModelDrafter(_early_exit(target), target)
+    assert _gap(target, drafter, k=2) < EXACT_TOL
+
+
+class _WrongRows(MedusaHeads):
+    """Faulty: tells the verifier a flattened row instead of the one the draft was drawn from."""
+
+    def propose(self, text, k, policy, choose, timings):
+        prop = super().propose(text, k, policy, choose, timings)
+        return Proposal(prop.tokens, 0.5 * prop.rows + 0.5 / self.vocab_size, prop.passes)
+
+
+class _StaleRows(EagleDrafter):
+    """Faulty: reports each draft's row one draft late (an off-by-one in the rows)."""
+
+    def propose(self, text, k, policy, choose, timings):
+        prop = super().propose(text, k, policy, choose, timings)
+        rows = np.roll(prop.rows, 1, axis=0)
+        if rows.shape[0]:
+            rows[0] = 1.0 / self.vocab_size
+        return Proposal(prop.tokens, rows, prop.passes)
+
+
+def test_the_exactness_check_catches_wrong_rows():
+    target = _tiny_target()
+    for bad, fault in ((_medusa(target), _WrongRows), (_eagle(target), _StaleRows)):
+        bad.__class__ = fault
+        assert _gap(target, bad) > FAULT_MIN, fault.__name__
+
+
+def test_feature_drafters_need_their_own_target():
+    target = _tiny_target()
+    with pytest.raises(ValueError, match="drafter's .target"):
+        speculative_generate(target, _medusa(target), [0, 1], 4, 2, rng=0)
+
+
+def test_first_step_is_plain_and_then_heads_draft():
+    target = random_transformer(TransformerConfig(vocab_size=5, block_size=8, d_model=8, n_layers=1,
+                                                  n_heads=2), seed=0)
+    drafter = _eagle(target, window=3)
+    _, stats = speculative_generate(drafter.target, drafter, [0, 1, 2], 30, 3, rng=0)
+    assert stats.k_per_step[0] == 0 and min(stats.k_per_step[1:-1]) == 3
+    # a copy of a run shares the target model, not its cache (what the exact enumerator needs)
+    assert copy.deepcopy(drafter.target) is drafter.target
+
+
+# --------------------------------------------------------------------------- the shipped drafters
+
+
+@pytest.fixture(scope="module")
+def code_ids():
+    return shared_vocabulary().encode(load_corpus("code").heldout[:400])
+
+
+@pytest.mark.parametrize("name", ["distilled", "medusa", "eagle", "early-exit"])
+def test_shipped_drafter_loads_and_accepts_sanely(name, code_ids):
+    path = DATA_DIR / DRAFTER_FILES[name]
+    if not path.is_file():
+        pytest.skip(f"{path.name} not trained yet")
+    target = load_drafter("pair").target
+    q, p = teacher_forced_rows(name, target, code_ids)
+    alpha = float(np.minimum(p[0], q[0]).sum(axis=1).mean())
+    # A drafter that learned anything beats a uniform guess (about 0.1 here) by far; the
+    # shipped separate draft reaches about 0.7 on code.
+    assert 0.4 < alpha <= 1.0
+
+
+def test_every_name_drafts_through_the_one_loop():
+    for name in DRAFTER_NAMES:
+        if name in DRAFTER_FILES and not (DATA_DIR / DRAFTER_FILES[name]).is_file():
+            continue
+        drafter = load_drafter(name, temperature=1.0)
+        tokens, stats = speculative_generate(drafter.target, drafter, shared_vocabulary().encode("def f"), 12,
+                                             k=3, rng=0)
+        assert tokens.size == 12 and stats.target_passes <= 12, name
+    with pytest.raises(ValueError, match="unknown drafter 'bogus'"):
+        load_drafter("bogus")
+
+
+# --------------------------------------------------------------------------- training (PyTorch)
+
+
+@pytest.fixture(scope="module")
+def training():
+    torch = pytest.importorskip("torch")
+    spec = importlib.util.spec_from_file_location("train_drafters", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.set_num_threads(1)
+    return module
+
+
+@pytest.fixture(scope="module")
+def tiny_setup(training):
+    cfg = TransformerConfig(vocab_size=7, block_size=8, d_model=16, n_layers=2, n_heads=2)
+    target = random_transformer(cfg, seed=0)
+    ids = np.random.default_rng(0).integers(0, 7, 200)
+    windows = training.cut_windows(ids, cfg.block_size)
+    return target, training.target_outputs(target, windows)
+
+
+def _train(training, tiny_setup, name: str, folder: Path, seed: int = 0) -> Path:
+    target, out = tiny_setup
+    training.train(name, target, out, seed=seed, steps=3, out_dir=folder, checkpoint_dir=folder / "ck")
+    return folder / DRAFTER_FILES[name]
+
+
+@pytest.mark.parametrize("name", ["medusa", "eagle", "early-exit", "distilled"])
+def test_training_is_reproducible_and_loads(training, tiny_setup, tmp_path, name):
+    a = _train(training, tiny_setup, name, tmp_path / "a").read_bytes()
+    b = _train(training, tiny_setup, name, tmp_path / "b").read_bytes()
+    assert a == b
+    c = _train(training, tiny_setup, name, tmp_path / "c", seed=1).read_bytes()
+    assert c != a  # negative control: the seed matters
+    target = tiny_setup[0]
+    drafter = load_drafter(name, 1.0, target=target, path=tmp_path / "a" / DRAFTER_FILES[name])
+    tokens, _ = speculative_generate(drafter.target, drafter, [1, 2, 3], 20, k=3, rng=0)
+    assert tokens.size == 20
+
+
+def test_numpy_drafters_compute_what_torch_trained(training, tiny_setup, tmp_path):
+    """The numpy heads read the shipped weights as the torch modules that trained them."""
+    import torch
+
+    target, out = tiny_setup
+    ids = out["tokens"][0].numpy()
+    q_np = {}
+    for name in ("medusa", "eagle", "early-exit"):
+        path = _train(training, tiny_setup, name, tmp_path / name)
+        q_np[name] = teacher_forced_rows(name, target, ids[:-1], path=path)[1]
+    s = training.SETTINGS
+    with torch.no_grad():
+        f = out["features"][:1].float()
+        wte = out["wte"]
+        # rebuild each torch module from its float16 file (the numpy side reads the same file)
+        from speclib.lm.drafters import load_weights
+
+        _, arr = load_weights(tmp_path / "medusa" / DRAFTER_FILES["medusa"])
+        med = training.Medusa(f.shape[-1], s["medusa"]["heads"])
+        med.w.copy_(torch.from_numpy(np.stack([arr[f"w{i}"] for i in range(med.w.shape[0])])))
+        med.b.copy_(torch.from_numpy(np.stack([arr[f"b{i}"] for i in range(med.w.shape[0])])))
+        for i, logits in enumerate(med(f, wte)):
+            n = q_np["medusa"][i].shape[0]
+            want = torch.softmax(logits[0, :n], -1).numpy()
+            assert np.allclose(q_np["medusa"][i], want, atol=2e-3)
+        _, arr = load_weights(tmp_path / "eagle" / DRAFTER_FILES["eagle"])
+        eag = training.Eagle(f.shape[-1], target.vocab_size, target.config.block_size, s["eagle"]["d_model"],
+                             s["eagle"]["n_heads"], 0)
+        for name, value in arr.items():
+            tensor = {"fc.w": eag.fc_w, "fc.b": eag.fc_b, "out.w": eag.out_w, "out.b": eag.out_b}.get(name)
+            (tensor if tensor is not None else eag.core.p(name)).copy_(torch.from_numpy(value))
+        tok = out["tokens"][:1]
+        pred = eag(f[:, :-1], wte[tok[:, 1:-1]])
+        want = torch.softmax(pred[0] @ wte.T, -1).numpy()
+        assert np.allclose(q_np["eagle"][0], want, atol=2e-3)
+        _, arr = load_weights(tmp_path / "early-exit" / DRAFTER_FILES["early-exit"])
+        ex = training.Exit(target)
+        for name, tensor in (("ln_f.g", ex.g), ("ln_f.b", ex.b), ("w_out", ex.w_out)):
+            tensor.copy_(torch.from_numpy(arr[name]))
+        want = torch.softmax(ex(out["early"][:1].float())[0], -1).numpy()
+        assert np.allclose(q_np["early-exit"][0], want, atol=2e-3)
