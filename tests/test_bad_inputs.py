@@ -281,7 +281,8 @@ OVERRIDES: dict[str, dict[str, typing.Callable[[], object]]] = {
 #: Parameter names whose values are sizes: a huge one must be refused cheaply, with the limit.
 SIZES = {"k", "k_max", "vocab_size", "n_tokens", "max_new_tokens", "n_new", "length", "n_samples", "m",
          "n_contexts", "n_steps", "n_streams", "batch_size", "block_size", "hidden_size", "d_model",
-         "n_layers", "n_max", "n_blocks", "n_batches", "max_period", "max_batch", "top_k", "n_passes"}
+         "n_layers", "n_max", "n_blocks", "n_batches", "max_period", "max_batch", "top_k", "n_passes",
+         "reps", "repeats", "rounds"}
 #: Parameter names whose values are probabilities or rates in [0, 1].
 PROBABILITIES = {"alpha", "draft_noise", "p_min", "top_p", "level", "rate", "noise", "epsilon", "delta",
                  "heldout_fraction", "pvalue", "overlap"}
@@ -398,26 +399,38 @@ def _limit_memory():
     return limits
 
 
-def drive(fn) -> tuple[list[str], str | None]:
-    """Run the battery on ``fn``: (problems, why it could not be driven or None)."""
+def good_call(fn, limit: float = BASELINE_SECONDS
+              ) -> tuple[list[inspect.Parameter], dict[str, object], str | None]:
+    """``fn``'s parameters and a call of it made of good values (checked to succeed within ``limit``
+    seconds), or why there is none."""
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
-        return [], "no signature"
+        return [], {}, "no signature"
     params = [p for p in signature.parameters.values()
               if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and not p.name.startswith("_")]
     if not params:
-        return [], "takes no arguments"
+        return [], {}, "takes no arguments"
     examples = {**EXAMPLES, **OVERRIDES.get(fn.__name__, {})}
     good = {}
     for p in params:
         if p.name in examples:
             good[p.name] = examples[p.name]()
         elif p.default is p.empty:
-            return [], f"no example value for the parameter {p.name!r}"
-    error, took = _call(fn, good, BASELINE_SECONDS)
+            return [], {}, f"no example value for the parameter {p.name!r}"
+    error, took = _call(fn, good, limit)
+    if isinstance(error, _Slow):
+        return [], {}, f"the good call takes over {limit:g} s"
     if error is not None:
-        return [], f"the good call failed: {type(error).__name__}: {error}"
+        return [], {}, f"the good call failed: {type(error).__name__}: {error}"
+    return params, good, None
+
+
+def drive(fn) -> tuple[list[str], str | None]:
+    """Run the battery on ``fn``: (problems, why it could not be driven or None)."""
+    params, good, why_not = good_call(fn)
+    if why_not is not None:
+        return [], why_not
     problems = []
     for p in params:
         reference = good[p.name] if p.name in good else p.default
@@ -522,6 +535,38 @@ def test_bad_arguments_get_a_clear_error(name, memory_cap):
     pending = [why for problem in problems for marks, why in PENDING if all(m in problem for m in marks)]
     if problems and len(pending) == len(problems):
         pytest.xfail("; ".join(sorted(set(pending))))
+    assert not problems, f"{name}:\n  " + "\n  ".join(problems)
+
+
+def numpy_spellings(fn) -> tuple[list[str], str | None]:
+    """The good call again with each True/False and integer argument (given or defaulted) spelled as
+    numpy spells it (``np.True_``, ``np.int64(2)``): all are valid, so none may be refused.
+
+    Functions whose good call takes over a second are left out: this battery must stay quick."""
+    params, good, why_not = good_call(fn, limit=1.0)
+    if why_not is not None:
+        return [], why_not
+    problems = []
+    for p in params:
+        value = good.get(p.name, p.default)
+        if isinstance(value, bool):
+            spelled = np.bool_(value)
+        elif isinstance(value, int) and value >= 0:
+            spelled = np.int64(value)
+        else:
+            continue
+        error, took = _call(fn, {**good, p.name: spelled}, BASELINE_SECONDS)
+        if error is not None:
+            problems.append(f"{p.name} = {spelled!r}: {type(error).__name__}: {str(error)[:120]}")
+    return problems, None
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGALRM"), reason="the time limit uses SIGALRM")
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n)) for n in DRIVEN])
+def test_numpy_spellings_of_true_false_and_integers_are_accepted(name, memory_cap):
+    problems, why_not = numpy_spellings(API[name])
+    if why_not is not None:
+        pytest.skip(why_not)
     assert not problems, f"{name}:\n  " + "\n  ".join(problems)
 
 
