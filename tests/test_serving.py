@@ -95,3 +95,47 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="ks"):
         k_for_batch(0.5, 1, PassGrid(np.array([1]), np.array([1]), np.ones((1, 1))), 0.1, ks=[])
     assert isinstance(ServingRun(1, 0, 1, 1.0, 1, 1, 0.0, 0.0, 0.0).throughput, float)
+
+
+# --- engines: a greedy draft verified against its one-hot row ----------------------------------
+
+from speclib.book.engines import one_hot_acceptance  # noqa: E402
+from speclib.core.decoding import speculative_generate  # noqa: E402
+
+
+def test_one_hot_acceptance_is_what_the_loop_accepts_with_a_greedy_draft():
+    # A draft at temperature 0 proposes its argmax with a one-hot row.  At every position the
+    # loop drafts, it must accept with probability q(argmax p) (here max q: the draft is the
+    # target's own argmax), not with sum min(p, q), which is 1 for these two.
+    cfg = TransformerConfig(vocab_size=8, block_size=64, d_model=16, n_layers=1, n_heads=2)
+    target = random_transformer(cfg, seed=2)
+    greedy = target.with_temperature(0.0)
+    prompt = np.array([1, 2, 3])
+    accepted = judged = 0
+    expected = []
+    for seed in range(20):
+        tokens, stats = speculative_generate(target, greedy, prompt, 60, k=1, rng=seed)
+        text = np.concatenate([prompt, tokens])
+        starts = prompt.size + np.concatenate([[0], np.cumsum(stats.tokens_per_step)[:-1]])
+        q = target(text)
+        expected.extend(q[starts - 1].max(axis=1)[: stats.draft_verified])
+        accepted, judged = accepted + stats.accepted, judged + stats.draft_verified
+        rates = one_hot_acceptance(target, target, text)
+        assert rates["sampled"] == pytest.approx(1.0)
+        assert rates["one_hot"] == rates["identical_one_hot"] == pytest.approx(q.max(axis=1).mean())
+    expected = np.array(expected)
+    sigma = np.sqrt((expected * (1 - expected)).sum()) / judged
+    assert abs(accepted / judged - expected.mean()) < 4 * sigma
+    assert expected.mean() < 0.9  # far from what the book's rule accepts here (1.0)
+    # Negative control: the target sampling its own drafts accepts everything.
+    _, same = speculative_generate(target, target, prompt, 60, k=1, rng=0)
+    assert same.acceptance_rate == 1.0
+
+
+def test_one_hot_acceptance_refuses_a_foreign_pair():
+    a = random_transformer(CFG, seed=0)
+    b = random_transformer(TransformerConfig(vocab_size=5, block_size=8, d_model=8, n_layers=1, n_heads=2))
+    with pytest.raises(ValueError, match="draft"):
+        one_hot_acceptance(a, b, [1, 2])
+    with pytest.raises(TypeError, match="target"):
+        one_hot_acceptance("a", a, [1])
