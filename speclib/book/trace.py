@@ -273,3 +273,135 @@ def trace_markdown(blocks: list[BlockTrace], digits: int = 3) -> str:
             lines.append(f"| {r.block} | {r.position} | {x} | {num(r.p_x)} | {num(r.q_x)} | "
                          f"{num(r.accept_prob)} | {num(r.u)} | {decision} | {r.emitted} |")
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- a timeline of a traced run
+
+#: Colours of the timeline: what happened to each drafted or emitted token.
+TIMELINE_COLOURS = {"accepted": "#2ca02c", "rejected": "#d62728", "unjudged": "#c7c7c7",
+                    "corrected": "#ff7f0e", "bonus": "#1f77b4", "target": "#9467bd", "plain": "#7f7f7f"}
+_LANES = {"plain": 0, "output": 1, "target": 2, "draft": 3}
+
+
+def _printable(text: str) -> str:
+    return {"\n": "\u23ce", " ": "\u2423"}.get(text, text)
+
+
+def timeline_boxes(blocks: list[BlockTrace], c: float = 0.1) -> list[tuple[str, float, float, str, int | None]]:
+    """The boxes of a timeline of ``blocks``: ``(lane, start, width, kind, token)`` each.
+
+    Time is in units of one target pass; a draft pass costs ``c``.  Block after block: ``k``
+    draft passes (each box a drafted token, of kind ``"accepted"``, ``"rejected"`` or
+    ``"unjudged"``, the drafts after a rejection), then one target pass (lane ``"target"``),
+    whose end emits the block's tokens (lane ``"output"``: ``"accepted"``, ``"corrected"``
+    or ``"bonus"``).  Lane ``"plain"`` shows plain decoding making the same tokens, one
+    target pass each.
+
+    Examples
+    --------
+    >>> from speclib.lm.models import markov_pair
+    >>> target, draft = markov_pair(vocab_size=8, draft_noise=0.3, seed=0)
+    >>> boxes = timeline_boxes(speculative_trace(target, draft, [0], n_blocks=2, k=3, rng=1))
+    >>> sorted({lane for lane, *_ in boxes})
+    ['draft', 'output', 'plain', 'target']
+    """
+    from .._validate import as_real
+
+    c = as_real(c, "c", low=0.0)
+    trace_tokens(blocks)  # checks the list
+    boxes, t, n_out = [], 0.0, 0
+    for b in blocks:
+        k = b.draft_tokens.size
+        n_acc = b.verification.n_accepted
+        for i, x in enumerate(b.draft_tokens):
+            kind = "accepted" if i < n_acc else "rejected" if i == n_acc else "unjudged"
+            boxes.append(("draft", t + i * c, c, kind, int(x)))
+        t += k * c
+        boxes.append(("target", t, 1.0, "target", None))
+        emitted = b.verification.tokens
+        width = 1.0 / max(1, emitted.size)
+        for j, y in enumerate(emitted):
+            kind = "accepted" if j < n_acc else "bonus" if j == k else "corrected"
+            boxes.append(("output", t + j * width, width, kind, int(y)))
+        t += 1.0
+        n_out += emitted.size
+    boxes += [("plain", float(j), 1.0, "plain", None) for j in range(n_out)]
+    return boxes
+
+
+def plot_timeline(blocks: list[BlockTrace], c: float = 0.1, decode: Callable[[int], str] | None = None,
+                  ax=None, upto: int | None = None, title: str | None = None):
+    """Draw a traced generation as a timeline: draft passes, target passes, emitted tokens.
+
+    ``blocks`` come from :func:`speculative_trace`; ``c`` is a draft pass in units of one
+    target pass; ``decode`` turns a token id into the text printed in its box.  ``upto``
+    draws only the first ``upto`` blocks on the axes of the whole run (the frames of
+    :func:`timeline_animation`).  Returns the axes.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, Rectangle
+
+    boxes = timeline_boxes(blocks, c)
+    decode = (lambda t: str(t)) if decode is None else decode
+    if not callable(decode):
+        raise TypeError(f"decode: expected a function from a token id to text, got {type(decode).__name__}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 2.8))
+    upto = len(blocks) if upto is None else as_int(upto, "upto", minimum=0, maximum=len(blocks))
+    end = sum(b.draft_tokens.size * c + 1.0 for b in blocks)
+    shown_end = sum(b.draft_tokens.size * c + 1.0 for b in blocks[:upto])
+    n_shown = sum(b.verification.tokens.size for b in blocks[:upto])
+    for lane, start, width, kind, token in boxes:
+        if start >= shown_end - 1e-12:
+            continue  # not reached yet
+        y = _LANES[lane]
+        width = min(width, shown_end - start)  # plain decoding, cut where the run has got to
+        ax.add_patch(Rectangle((start, y - 0.38), width, 0.76, facecolor=TIMELINE_COLOURS[kind],
+                               edgecolor="white", linewidth=0.8))
+        if lane == "output":  # the text, where it is emitted
+            ax.text(start + width / 2, y, _printable(decode(token)), ha="center", va="center",
+                    fontsize=8, family="monospace", color="white")
+        elif lane == "draft" and kind == "rejected":  # the draft the target turned down
+            ax.text(start + width / 2, y + 0.55, _printable(decode(token)), ha="center", va="center",
+                    fontsize=8, family="monospace", color=TIMELINE_COLOURS[kind])
+    plain_done = min(int(shown_end + 1e-9), sum(b.verification.tokens.size for b in blocks))
+    for lane, count in (("output", n_shown), ("plain", plain_done)):
+        ax.text(end * 1.01, _LANES[lane], f"{count} tokens", va="center", fontsize=8)
+    ax.set_xlim(0, end * 1.12)
+    ax.set_ylim(-0.6, 3.6)
+    ax.set_yticks(list(_LANES.values()), ["plain decoding", "output", "target pass", "draft passes"])
+    ax.set_xlabel(f"time (target passes; one draft pass = {c:g})")
+    ax.set_title(title or (f"{len(blocks)} speculative steps, k = {blocks[0].draft_tokens.size}"
+                           if blocks else "no steps"))
+    legend = [Patch(color=TIMELINE_COLOURS[k], label=k) for k in
+              ("accepted", "rejected", "unjudged", "corrected", "bonus")]
+    ax.legend(handles=legend, fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.32),
+              frameon=False)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    return ax
+
+
+def timeline_animation(blocks: list[BlockTrace], c: float = 0.1, decode: Callable[[int], str] | None = None,
+                       interval: int = 900):
+    """:func:`plot_timeline` one block at a time, as a ``matplotlib.animation.FuncAnimation``.
+
+    Frame ``i`` shows the first ``i`` blocks.  ``anim.to_jshtml()`` renders it as
+    self-contained HTML (the frames are embedded images, no network needed).
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.animation import FuncAnimation
+
+    trace_tokens(blocks)
+    interval = as_int(interval, "interval", minimum=1)
+    fig, ax = plt.subplots(figsize=(9, 2.8))
+    fig.subplots_adjust(bottom=0.32, left=0.16)
+
+    def frame(i: int):
+        ax.clear()
+        plot_timeline(blocks, c, decode, ax=ax, upto=i)
+        return []
+
+    anim = FuncAnimation(fig, frame, frames=range(len(blocks) + 1), interval=interval, blit=False)
+    plt.close(fig)  # the animation is shown as HTML, not as a static figure
+    return anim

@@ -1,0 +1,56 @@
+"""The timeline of a traced generation: its boxes are the trace's own events."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from speclib.book.trace import (plot_timeline, speculative_trace, timeline_animation,  # noqa: E402
+                                timeline_boxes, trace_tokens)
+from speclib.lm.models import markov_pair  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def blocks():
+    target, draft = markov_pair(vocab_size=8, draft_noise=0.5, seed=0)
+    return speculative_trace(target, draft, [0], n_blocks=8, k=3, rng=2)
+
+
+def test_boxes_are_the_traced_events(blocks):
+    c = 0.2
+    boxes = timeline_boxes(blocks, c)
+    lanes = {lane: [b for b in boxes if b[0] == lane] for lane in ("draft", "target", "output", "plain")}
+    assert len(lanes["draft"]) == sum(b.draft_tokens.size for b in blocks)
+    assert len(lanes["target"]) == len(blocks)
+    # The output lane spells the generated tokens, in order, and plain decoding makes as many.
+    np.testing.assert_array_equal([b[4] for b in lanes["output"]], trace_tokens(blocks))
+    assert len(lanes["plain"]) == trace_tokens(blocks).size
+    kinds = [b[3] for b in lanes["output"]]
+    assert kinds.count("accepted") == sum(b.verification.n_accepted for b in blocks)
+    assert kinds.count("bonus") == sum(b.verification.n_accepted == b.draft_tokens.size for b in blocks)
+    assert kinds.count("corrected") == sum(b.verification.n_accepted < b.draft_tokens.size for b in blocks)
+    assert [b[3] for b in lanes["draft"]].count("rejected") == kinds.count("corrected")
+    # Time: k draft passes of c, then one target pass, block after block.
+    end = max(s + w for _, s, w, _, _ in lanes["target"])
+    assert end == pytest.approx(len(blocks) * (1 + 3 * c))
+    assert 0 < kinds.count("corrected") < len(blocks)  # this seed shows both kinds of step
+
+
+def test_plot_and_animation(blocks):
+    ax = plot_timeline(blocks, c=0.1, decode=lambda t: "abcdefgh"[t])
+    texts = [t.get_text() for t in ax.texts]
+    assert "".join(t for t in texts if len(t) == 1 and t in "abcdefgh").startswith(
+        "".join("abcdefgh"[t] for t in trace_tokens(blocks)[:3]))
+    half = plot_timeline(blocks, c=0.1, upto=4)
+    assert len(half.patches) < len(ax.patches)
+    anim = timeline_animation(blocks[:2], c=0.1)
+    html = anim.to_jshtml()
+    assert "<img" in html or "data:image" in html
+    with pytest.raises(TypeError, match="decode"):
+        plot_timeline(blocks, decode="abc")
+    with pytest.raises(ValueError, match="c"):
+        timeline_boxes(blocks, c=-1)
+    with pytest.raises(TypeError, match="blocks"):
+        timeline_boxes("blocks")
