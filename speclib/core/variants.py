@@ -665,12 +665,12 @@ def _batch_target_rows(runs: list, proposals: list, target_pass: Callable | None
     rows: list = [None] * len(runs)
     chains, feeds = [], []
     for i, (run, proposal) in enumerate(zip(runs, proposals)):
-        drafts = _chain(proposal)
-        if drafts.ndim == 1:
+        drafts, tree = _chain(proposal), getattr(proposal, "tree", None)
+        if tree is None and drafts.ndim == 1:
             chains.append(i)
             feeds.append(chain_feed(run.target_cache, run.text[:run.n], drafts))
-        else:  # several draft sequences: scored by the run's own pass
-            rows[i] = _target_rows(run.target_cache, run.text[:run.n], drafts, None)
+        else:  # a token tree or several sequences: scored by the run's own pass
+            rows[i] = _target_rows(run.target_cache, run.text[:run.n], drafts if tree is None else tree, None)
     caches = [runs[i].target_cache for i in chains]
     out = [c.extend(f) for c, f in zip(caches, feeds)] if target_pass is None else target_pass(caches, feeds)
     if not isinstance(out, (list, tuple)) or len(out) != len(feeds):
