@@ -50,15 +50,14 @@ def test_faulty_verifiers_fail_chi_square(variant):
     assert chi_square_pvalue(variant.verifier, seed=7) < ALPHA_LEVEL
 
 
-def test_ratio_without_min_is_invisible_to_sampling():
+def test_ratio_without_min_is_refused_by_the_sampling_loop():
     """`u < q/p` and `u < min(1, q/p)` are the same event for u in [0, 1).
 
-    The uncapped ratio is wrong as a *probability* (the exact check catches the negative
-    rejection mass it implies) but a sampler built on it draws exactly the same tokens,
-    so no statistical test can or should flag it.
+    The uncapped ratio is wrong as a *probability*, yet a sampler that took it would draw
+    exactly the tokens of the correct rule, so no statistical test could flag it.  The loop
+    refuses it instead: every coin's probability must lie in [0, 1] (issue 24).
     """
     target, draft = pair()
-    for seed in range(30):
-        a, _ = speculative_generate(target, draft, PROMPT, 12, k=3, rng=seed)
-        b, _ = speculative_generate(target, draft, PROMPT, 12, k=3, rng=seed, verifier=broken.RATIO_WITHOUT_MIN.verifier)
-        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match=r"coin: asked for a coin that falls heads with probability 1\.\d+"):
+        for seed in range(30):
+            speculative_generate(target, draft, PROMPT, 12, k=3, rng=seed, verifier=broken.RATIO_WITHOUT_MIN.verifier)

@@ -62,6 +62,8 @@ def run_segments(
     to its own controller (a monitor per category).  Returns the totals and the counters of
     each label.
     """
+    if isinstance(segments, (str, bytes, Segment)) or not isinstance(segments, Sequence) or not segments:
+        raise TypeError(f"segments: expected a non-empty sequence of Segment, got {type(segments).__name__}")
     rng = as_generator(rng)
     total = GenerationStats()
     per_label: dict[str, GenerationStats] = {}

@@ -43,7 +43,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from .._validate import MAX_ENTRIES, as_generator, as_int, as_real, as_real_array, as_tokens
+from .._validate import MAX_ENTRIES, MAX_REPEATS, as_generator, as_int, as_real, as_real_array, as_tokens
 
 #: OpenBLAS multiplies small matrices with a direct kernel only while
 #: ``rows * inner * columns`` stays below about this many; above it, it first repacks the
@@ -132,6 +132,8 @@ def column_blocks(w: np.ndarray, max_tokens: int = SPLIT_MAX_TOKENS) -> list[np.
         raise ValueError("w: contains NaN or an infinite value")
     if w.ndim != 2:
         raise ValueError(f"w: expected a 2-D weight matrix, got shape {w.shape}")
+    if 0 in w.shape:
+        raise ValueError(f"w: the weight matrix is empty (shape {w.shape})")
     max_tokens = as_int(max_tokens, "max_tokens", minimum=1)
     width = max(16, SMALL_PRODUCT // (max_tokens * w.shape[0]) // 16 * 16)
     if width >= w.shape[1]:
@@ -265,7 +267,7 @@ def measure_pass_times(
     if len(set(counts)) != len(counts):
         raise ValueError(f"n_tokens: counts must be distinct, got {counts}")
     counts = sorted(counts)
-    repeats = as_int(repeats, "repeats", minimum=1)
+    repeats = as_int(repeats, "repeats", minimum=1, maximum=MAX_REPEATS, why="timings settle long before")
     if max_seconds is not None:
         max_seconds = as_real(max_seconds, "max_seconds", low=0.0)
     if not isinstance(blocked, (bool, np.bool_)):

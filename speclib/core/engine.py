@@ -142,6 +142,39 @@ acceptance_probabilities.step = _acceptance_probabilities
 residual_rows.step = _residual_rows
 
 
+def _hook(rule: Callable, name: str) -> Callable:
+    """The function the engine calls for an ``accept`` or ``correct`` rule.
+
+    speclib's own rules run unchecked (their trusted cores); a user's rule has what it
+    returns checked at every call (once per round, on whole arrays): ``accept`` gives an
+    acceptance probability in [0, 1] per drafted token, ``correct`` a probability row per
+    rejection.  A rule returning NaN would otherwise reject silently, and 2.0 accept.
+    """
+    if not callable(rule):
+        raise TypeError(f"{name}: expected a function, got {type(rule).__name__}")
+    if rule is acceptance_probabilities or rule is residual_rows:
+        return rule.step
+
+    def checked(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+        out = rule(p, q)
+        arr = np.asarray(out)
+        if arr.dtype.kind not in "fiu" or arr.shape != np.shape(p):
+            raise ValueError(f"{name}: the rule returned {type(out).__name__} of shape {np.shape(out)} for inputs "
+                             f"of shape {np.shape(p)}; expected {np.shape(p)}")
+        if name == "accept":
+            if arr.size and not (arr.min() >= 0.0 and arr.max() <= 1.0):  # NaN fails both
+                raise ValueError(f"accept: the rule returned {float(arr[~((arr >= 0) & (arr <= 1))].ravel()[0]):.6g}; an "
+                                 "acceptance probability must lie in [0, 1]")
+        elif arr.size:
+            sums = arr.sum(axis=-1)
+            if not (arr.min() >= 0.0 and np.all(sums > 0) and np.all(np.isfinite(sums))):
+                raise ValueError("correct: the rule returned a row with NaN, infinite or negative entries, or no "
+                                 "mass at all; a correction rule returns probability rows")
+        return arr
+
+    return checked
+
+
 # --- results ----------------------------------------------------------------------------------
 
 class StreamCounts(NamedTuple):
@@ -155,7 +188,7 @@ class StreamCounts(NamedTuple):
 
 def _stats(emitted: np.ndarray, accepted: np.ndarray, proposed: np.ndarray) -> GenerationStats:
     verified = accepted + (accepted < proposed)
-    return GenerationStats(
+    stats = GenerationStats(
         tokens_generated=int(emitted.sum()),
         target_passes=int(emitted.size),
         draft_passes=int(proposed.sum()),
@@ -166,6 +199,8 @@ def _stats(emitted: np.ndarray, accepted: np.ndarray, proposed: np.ndarray) -> G
         k_per_step=proposed.tolist(),
         accepted_per_step=accepted.tolist(),
     )
+    stats.scored_nodes = int(proposed.sum())  # one chain per step: every drafted position is scored
+    return stats
 
 
 @dataclass(frozen=True, eq=False)
@@ -665,10 +700,7 @@ def run_streams(
             raise ValueError(f"prompt: the {name} reads the last {table.min_prompt} tokens; give a prompt "
                              f"of at least {table.min_prompt} tokens (got {prompt.size})")
     bonus = _check_bool(bonus, "bonus")
-    for hook, name in ((accept, "accept"), (correct, "correct")):
-        if not callable(hook):
-            raise TypeError(f"{name}: expected a function, got {type(hook).__name__}")
-    accept, correct = getattr(accept, "step", accept), getattr(correct, "step", correct)
+    accept, correct = _hook(accept, "accept"), _hook(correct, "correct")
 
     tokens = np.zeros((n_streams, n_tokens), dtype=np.int32)
     # When both models are in the same context at every position (both fixed, or both Markov),
@@ -748,9 +780,7 @@ def run_fixed_steps(
     n_steps = as_int(n_steps, "n_steps", minimum=0, maximum=MAX_TOKENS, why="steps one call simulates")
     rng = as_generator(rng)
     bonus = _check_bool(bonus, "bonus")
-    if not callable(accept):
-        raise TypeError(f"accept: expected a function, got {type(accept).__name__}")
-    accept = getattr(accept, "step", accept)
+    accept = _hook(accept, "accept")
 
     sampler = _sampler(p[None, :])
     accept_x = accept(p, q)

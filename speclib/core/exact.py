@@ -57,7 +57,14 @@ class Replay:
     """
 
     def __init__(self, script: list[int]) -> None:
-        self.script, self.taken, self.new_choices, self.prob = script, [], [], 1.0
+        if not isinstance(script, (list, tuple)):
+            raise TypeError(f"script: expected a list of choice indices (ints >= 0), got {type(script).__name__}")
+        for i, pick in enumerate(script):
+            if type(pick) is not int:
+                pick = as_int(pick, f"script[{i}]")
+            if pick < 0:
+                raise ValueError(f"script[{i}]: a choice index is >= 0, got {pick}")
+        self.script, self.taken, self.new_choices, self.prob = list(script), [], [], 1.0
 
     def _pick(self, n_possible: int) -> int:
         i = len(self.taken)
@@ -72,11 +79,18 @@ class Replay:
 
     def token(self, probs: np.ndarray) -> int:
         probs = np.asarray(probs, dtype=float)
+        total = probs.sum()
+        if not 0.0 < total < np.inf or probs.min() < 0.0:  # NaN fails the comparisons
+            raise ValueError(f"token: asked to draw from a row that is not a distribution (its entries sum to "
+                             f"{total:.6g}, the smallest is {probs.min():.6g}; a NaN, infinite, negative or "
+                             "all-zero row)")
         possible = np.flatnonzero(probs > 0)
-        if possible.size == 0:
-            raise ValueError("token: asked to draw from a row with no positive probability")
-        x = int(possible[self._pick(possible.size)])
-        self.prob *= probs[x] / probs.sum()
+        pick = self._pick(possible.size)
+        if pick >= possible.size:
+            raise ValueError(f"script: choice {len(self.taken) - 1} takes outcome {pick}, but only "
+                             f"{possible.size} are possible")
+        x = int(possible[pick])
+        self.prob *= probs[x] / total
         return x
 
     def coin(self, a: float) -> bool:
@@ -85,7 +99,10 @@ class Replay:
             raise ValueError(f"accept: returned {a:.6g}; an acceptance probability must lie in [0, 1]")
         if a == 1.0 or a == 0.0:  # no choice to make, so no branch
             return a == 1.0
-        heads = self._pick(2) == 0
+        pick = self._pick(2)
+        if pick > 1:
+            raise ValueError(f"script: choice {len(self.taken) - 1} takes outcome {pick} of a coin (0 or 1)")
+        heads = pick == 0
         self.prob *= a if heads else 1.0 - a
         return heads
 

@@ -31,7 +31,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .._validate import as_int, as_real
+from .._validate import MAX_DRAFT_LENGTH, as_distribution, as_int, as_real
 
 
 # --- Controllers ------------------------------------------------------------------------------
@@ -62,11 +62,29 @@ class Controller(Protocol):
     def update(self, n_drafted: int, n_accepted: int) -> None: ...
 
 
+def _row(p: object) -> np.ndarray:
+    """The draft's row as the loop passes it (a 1-D array), checked when it is anything else."""
+    if type(p) is np.ndarray and p.ndim == 1:
+        return p
+    return as_distribution(p, "p", ndim=1)
+
+
+def _outcome(n_drafted: object, n_accepted: object) -> tuple[int, int]:
+    """The arguments of ``update``: ``0 <= n_accepted <= n_drafted <= MAX_DRAFT_LENGTH`` (a fast path for ints)."""
+    if type(n_drafted) is int and type(n_accepted) is int and 0 <= n_accepted <= n_drafted <= MAX_DRAFT_LENGTH:
+        return n_drafted, n_accepted
+    n_drafted = as_int(n_drafted, "n_drafted", minimum=0, maximum=MAX_DRAFT_LENGTH,
+                       why="the longest draft speclib computes with")
+    n_accepted = as_int(n_accepted, "n_accepted", minimum=0, maximum=n_drafted,
+                        why="no more drafts are accepted than were drafted")
+    return n_drafted, n_accepted
+
+
 class FixedK:
     """Draft ``k`` tokens at every step."""
 
     def __init__(self, k: int) -> None:
-        self.k = as_int(k, "k", minimum=1)
+        self.k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH, why="the longest draft speclib computes with")
         self.name = f"fixed K={self.k}"
 
     def draft_length(self) -> int:
@@ -76,7 +94,7 @@ class FixedK:
         return True
 
     def update(self, n_drafted: int, n_accepted: int) -> None:
-        pass
+        _outcome(n_drafted, n_accepted)
 
     def __repr__(self) -> str:
         return f"FixedK(k={self.k})"
@@ -102,8 +120,8 @@ class HeuristicK:
     """
 
     def __init__(self, k_init: int = 5, k_max: int | None = None) -> None:
-        self.k = as_int(k_init, "k_init", minimum=1)
-        self.k_max = None if k_max is None else as_int(k_max, "k_max", minimum=self.k)
+        self.k = as_int(k_init, "k_init", minimum=1, maximum=MAX_DRAFT_LENGTH)
+        self.k_max = None if k_max is None else as_int(k_max, "k_max", minimum=self.k, maximum=MAX_DRAFT_LENGTH)
         self.name = "heuristic +2/-1"
 
     def draft_length(self) -> int:
@@ -113,12 +131,11 @@ class HeuristicK:
         return True
 
     def update(self, n_drafted: int, n_accepted: int) -> None:
+        n_drafted, n_accepted = _outcome(n_drafted, n_accepted)
         if n_drafted == 0:
             return
         if n_accepted == n_drafted:
-            self.k += 2
-            if self.k_max is not None:
-                self.k = min(self.k, self.k_max)
+            self.k = min(self.k + 2, MAX_DRAFT_LENGTH if self.k_max is None else self.k_max)
         else:
             self.k = max(1, self.k - 1)
 
@@ -136,17 +153,17 @@ class ConfidenceStop:
 
     def __init__(self, p_min: float, k_max: int) -> None:
         self.p_min = as_real(p_min, "p_min", low=0.0, high=1.0)
-        self.k_max = as_int(k_max, "k_max", minimum=1)
+        self.k_max = as_int(k_max, "k_max", minimum=1, maximum=MAX_DRAFT_LENGTH)
         self.name = f"p_min={self.p_min:g}"
 
     def draft_length(self) -> int:
         return self.k_max
 
     def keep_drafting(self, p: np.ndarray, x: int) -> bool:
-        return bool(p.max() >= self.p_min)
+        return bool(_row(p).max() >= self.p_min)
 
     def update(self, n_drafted: int, n_accepted: int) -> None:
-        pass
+        _outcome(n_drafted, n_accepted)
 
     def __repr__(self) -> str:
         return f"ConfidenceStop(p_min={self.p_min}, k_max={self.k_max})"
@@ -166,6 +183,9 @@ class PeekingStop(ConfidenceStop):
         self.name = f"peeking p_min={self.p_min:g} (wrong)"
 
     def keep_drafting(self, p: np.ndarray, x: int) -> bool:
+        p = _row(p)
+        if type(x) is not int or not 0 <= x < p.size:
+            x = as_int(x, "x", minimum=0, maximum=p.size - 1)
         return bool(p[x] >= self.p_min)
 
 
@@ -256,6 +276,7 @@ class FallbackMonitor:
         return True if self._probing else self.controller.keep_drafting(p, x)
 
     def update(self, n_drafted: int, n_accepted: int) -> None:
+        n_drafted, n_accepted = _outcome(n_drafted, n_accepted)
         self.history.append(not self._plain)
         self.controller.update(n_drafted, n_accepted)
         self.plain_steps = self.plain_steps + 1 if self._plain else 0

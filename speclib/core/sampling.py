@@ -138,10 +138,22 @@ class Sampler:
         self.rng = rng
 
     def token(self, probs: np.ndarray) -> int:
-        return _sample_token(probs, self.rng)
+        cdf = np.cumsum(probs)
+        total = cdf[-1]
+        if not 0.0 < total < np.inf:  # NaN fails both comparisons
+            raise ValueError(f"token: asked to draw from a row that is not a distribution (its entries sum to "
+                             f"{float(total):.6g}; a NaN, infinite or all-zero row)")
+        return int(min(np.searchsorted(cdf, self.rng.random() * total, side="right"), len(cdf) - 1))
 
     def coin(self, a: float) -> bool:
-        return self.rng.random() < a
+        try:
+            if 0.0 <= a <= 1.0:  # NaN fails both comparisons
+                return self.rng.random() < a
+        except TypeError:
+            raise TypeError(f"coin: expected a probability, got {a!r} ({type(a).__name__}); an accept rule "
+                            "returns a number in [0, 1]") from None
+        raise ValueError(f"coin: asked for a coin that falls heads with probability {float(a):.6g}; a probability "
+                         "must lie in [0, 1] (an accept rule's answer is one)")
 
 
 def as_chooser(rng: object, name: str = "rng") -> Chooser:
@@ -258,7 +270,10 @@ def _ratio_step(
         # ... and at the first rejection replace it by a draw from
         # the residual, then stop: later drafts were conditioned on a
         # token that is no longer there.
-        fix = choose.token(correct(p_draft[i], q_target[i]))
+        row = correct(p_draft[i], q_target[i])
+        if correct is not _residual:
+            row = _checked_correction(row, q_target.shape[1])
+        fix = choose.token(row)
         return Verification(np.append(draft_tokens[:i], fix), i)
 
     k = len(draft_tokens)
@@ -270,8 +285,28 @@ def _ratio_step(
     return Verification(np.append(draft_tokens, bonus_token), k)
 
 
+def _checked_correction(row: object, vocab: int) -> np.ndarray:
+    """What a ``correct`` rule returned, if it is a row of ``vocab`` non-negative weights with a positive sum.
+
+    Only rules that are not speclib's residual are checked (a rejection is rare enough that
+    this costs nothing that shows); the sampler normalises by the row's sum.
+    """
+    arr = np.asarray(row)
+    if arr.dtype.kind not in "fiu" or arr.shape != (vocab,):
+        raise ValueError(f"correct: returned {type(row).__name__} of shape {np.shape(row)}; a correction rule "
+                         f"returns one row of {vocab} probabilities")
+    total = arr.sum()
+    if not (arr.min() >= 0.0 and 0.0 < total < np.inf):
+        raise ValueError("correct: returned a row with NaN, infinite or negative entries, or no mass at all; "
+                         "a correction rule returns a probability row")
+    return arr
+
+
 #: The trusted core that the decoding loop calls (its inputs are its own, checked once).
+#: ``trusted``: what it returns is a well-formed Verification by construction, so the loop
+#: does not check it (a user's verifier is checked at every step).
 verify.step = _ratio_step
+_ratio_step.trusted = True
 
 # The ratio rule's default ``accept`` (bound above, where the rule is defined) is the
 # unchecked formula: the rule calls it once per draft on rows checked once per call.  The

@@ -214,6 +214,11 @@ def _max_sequence_length(vocab_size: int) -> int:
     return length
 
 
+#: The highest confidence level an interval is computed at: beyond it ``0.5 + level / 2`` is too
+#: close to 1 for the t quantile to stay finite in floating point.
+MAX_LEVEL = 1 - 1e-9
+
+
 class ConfidenceInterval(NamedTuple):
     """A sample mean and a two-sided confidence interval around it."""
 
@@ -254,6 +259,9 @@ def mean_confidence_interval(samples: np.ndarray, level: float = 0.95) -> Confid
     level = as_real(level, "level", low=0.0, high=1.0)
     if level in (0.0, 1.0):
         raise ValueError(f"level: must lie strictly between 0 and 1, got {level}")
+    if level > MAX_LEVEL:
+        raise ValueError(f"level: must be at most {MAX_LEVEL} (closer to 1, the interval's bounds are infinite "
+                         f"in floating point), got {level}")
     mean = float(arr.mean())
     sem = float(arr.std(ddof=1) / np.sqrt(arr.size))
     half = float(_scipy_stats.t.ppf(0.5 + level / 2, arr.size - 1)) * sem

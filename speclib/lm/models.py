@@ -46,6 +46,9 @@ class FixedContextModel:
     position sees the same distribution and acceptances are independent.
     """
 
+    #: Rows right by construction: the loops do not check them again (speclib.core.cache.rows_trusted).
+    trusted_rows = True
+
     context_length = 0
 
     def __init__(self, dist: np.ndarray) -> None:
@@ -67,6 +70,9 @@ class MarkovModel:
     :class:`FixedContextModel`, its context advances with the generated text, so how
     likely a draft is to be accepted changes from position to position.
     """
+
+    #: Rows right by construction: the loops do not check them again (speclib.core.cache.rows_trusted).
+    trusted_rows = True
 
     context_length = 1
 

@@ -138,6 +138,9 @@ class NGramModel:
     #: Cached rows kept at most; the cache is emptied when it is full.
     CACHE_SIZE = 20_000
 
+    #: Rows right by construction: the loops do not check them again (speclib.core.cache.rows_trusted).
+    trusted_rows = True
+
     def __init__(self, tokens: object, order: int, vocab_size: int | None = None,
                  discount: float | None = None, *, _counts: _StringCounts | None = None) -> None:
         if vocab_size is None:
