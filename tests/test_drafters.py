@@ -152,9 +152,10 @@ def test_shipped_drafter_loads_and_accepts_sanely(name, code_ids):
     target = load_drafter("pair").target
     q, p = teacher_forced_rows(name, target, code_ids)
     alpha = float(np.minimum(p[0], q[0]).sum(axis=1).mean())
-    # A drafter that learned anything beats a uniform guess (about 0.1 here) by far; the
-    # shipped separate draft reaches about 0.7 on code.
-    assert 0.4 < alpha <= 1.0
+    uniform = float(np.minimum(1.0 / q[0].shape[1], q[0]).sum(axis=1).mean())
+    # The control: a uniform guess.  A drafter that learned anything beats it three times
+    # over (Medusa's first head, guessing two characters ahead, is the weakest, near 0.37).
+    assert uniform < 0.1 and max(0.3, 3 * uniform) < alpha <= 1.0
 
 
 def test_every_name_drafts_through_the_one_loop():
@@ -210,10 +211,14 @@ def test_training_is_reproducible_and_loads(training, tiny_setup, tmp_path, name
     assert tokens.size == 20
 
 
-def test_numpy_drafters_compute_what_torch_trained(training, tiny_setup, tmp_path):
+def test_numpy_drafters_compute_what_torch_trained(training, tiny_setup, tmp_path, monkeypatch):
     """The numpy heads read the shipped weights as the torch modules that trained them."""
     import torch
 
+    # A large learning rate, so that three steps move every weight far from its start (Medusa's
+    # heads start at zero, where silu and other nonlinearities would look alike).
+    for name in ("medusa", "eagle", "early-exit"):
+        monkeypatch.setitem(training.SETTINGS, name, dict(training.SETTINGS[name], lr=0.2, warmup=1))
     target, out = tiny_setup
     ids = out["tokens"][0].numpy()
     q_np = {}

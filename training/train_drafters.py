@@ -84,6 +84,8 @@ SETTINGS = {
 #: costliest part on a shared two-core machine.
 WINDOWS = 1500
 ORDER = ("medusa", "eagle", "early-exit", "distilled")
+#: Temperatures at which the held-out acceptance is recorded.
+TEMPERATURES = (0.0, 0.7, 1.0)
 CHECKPOINT_EVERY = 100
 
 
@@ -236,9 +238,13 @@ def losses(name: str, module, s: dict, out: dict, idx: torch.Tensor, gen: torch.
         if gen is not None and s["noise"] > 0:
             feat_in = feat_in + (torch.rand(feat_in.shape, generator=gen) * 2 - 1) * s["noise"]
         pred = module(feat_in, wte[tok[:, 1:b]])
-        reg = F.smooth_l1_loss(pred, f[:, 1:])
-        ce = F.cross_entropy((pred @ wte.T).reshape(-1, wte.shape[0]), tok[:, 2:].reshape(-1))
-        return reg + s["ce_weight"] * ce
+        loss = F.smooth_l1_loss(pred, f[:, 1:])
+        if s["ce_weight"]:
+            loss = loss + s["ce_weight"] * F.cross_entropy((pred @ wte.T).reshape(-1, wte.shape[0]),
+                                                           tok[:, 2:].reshape(-1))
+        if s.get("soft_weight"):  # the target's own row for the same token: what acceptance compares
+            loss = loss + s["soft_weight"] * _soft_ce(pred @ wte.T, f[:, 1:] @ wte.T)
+        return loss
     target_logits = f @ wte.T
     if name == "early-exit":
         return _soft_ce(module(out["early"][idx].float()), target_logits)
@@ -326,15 +332,17 @@ def heldout_figures(name: str, target: Transformer, path: Path, heldout: dict[st
     """Held-out bits/char (next-character models) and teacher-forced acceptance of the shipped file."""
     from speclib.lm.drafters import teacher_forced_rows
 
-    figures: dict = {"heldout_acceptance": {}}
+    figures: dict = {"heldout_acceptance": {}, "heldout_acceptance_by_temperature": {}}
     if name in ("distilled", "early-exit"):
         from speclib.lm.drafters import load_drafter_model
 
         figures["heldout_bits_per_char"] = evaluate(load_drafter_model(name, path=path, target=target))
-    for domain, ids in heldout.items():
-        rows_q, rows_p = teacher_forced_rows(name, target, ids, path=path)
-        figures["heldout_acceptance"][domain] = [round(float(np.minimum(p, q).sum(-1).mean()), 4)
-                                                 for p, q in zip(rows_p, rows_q)]
+    for t in TEMPERATURES:
+        by_domain = figures["heldout_acceptance_by_temperature"].setdefault(f"{t:g}", {})
+        for domain, ids in heldout.items():
+            rows_q, rows_p = teacher_forced_rows(name, target, ids, path=path, temperature=t)
+            by_domain[domain] = [round(float(np.minimum(p, q).sum(-1).mean()), 4) for p, q in zip(rows_p, rows_q)]
+    figures["heldout_acceptance"] = figures["heldout_acceptance_by_temperature"]["1"]
     return figures
 
 
@@ -358,11 +366,15 @@ def main(argv: list[str] | None = None) -> int:
     heldout = {d: vocab.encode(t) for d, t in heldout_slices().items()}
     names = ORDER if "all" in args.drafter else args.drafter
     if args.evaluate:
-        for name in names:
-            figures = heldout_figures(name, target, DATA_DIR / DRAFTER_FILES[name], heldout)
+        for name in ["pair"] + list(names):
+            path = DATA_DIR / ("neural_draft.npz" if name == "pair" else DRAFTER_FILES[name])
+            figures = heldout_figures(name, target, path, heldout)
             print(name, figures, flush=True)
             metrics = json.loads(METRICS_FILE.read_text())
-            metrics["drafters"][name].update(figures)
+            if name == "pair":  # the shipped separate draft, for comparison (trained by train_transformer.py)
+                metrics.setdefault("drafters_baseline", {})["pair"] = figures
+            else:
+                metrics["drafters"][name].update(figures)
             METRICS_FILE.write_text(json.dumps(metrics, indent=1) + "\n")
         return 0
     t0 = time.time()

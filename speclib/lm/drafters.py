@@ -215,10 +215,7 @@ class MedusaHeads(_FeatureDrafter):
         if m == 0 or not self._ready(text):
             return Proposal(np.zeros(0, dtype=np.int64), np.zeros((0, self.vocab_size)), 0)
         t0 = time.perf_counter()
-        f = self.features_cache.features[-1]
-        z = f @ self._w[:, :m * f.size] + self._b[:m * f.size]
-        h = (z / (1.0 + np.exp(-z))).reshape(m, f.size) + f  # silu, then the residual
-        rows = self._rows(h @ self._w_out)
+        rows = self._rows(self.head_logits(self.features_cache.features[-1:], m)[0])
         self._time(timings, t0, 1)
         tokens = np.empty(m, dtype=np.int64)
         for i in range(m):
@@ -227,6 +224,14 @@ class MedusaHeads(_FeatureDrafter):
                 return Proposal(tokens[:i], rows[:i], 1)
             tokens[i] = x
         return Proposal(tokens, rows, 1)
+
+    def head_logits(self, features: np.ndarray, m: int | None = None) -> np.ndarray:
+        """Logits of the first ``m`` heads (all by default) at each row of ``features``, ``(n, m, V)``."""
+        m = self.heads if m is None else m
+        n, d = features.shape
+        z = features @ self._w[:, :m * d] + self._b[:m * d]
+        h = (z / (1.0 + np.exp(-z))).reshape(n, m, d) + features[:, None, :]  # silu, then the residual
+        return h @ self._w_out
 
     def accept(self, length: int) -> None:
         pass  # no state of its own: the target's cache is rolled back by the loop
@@ -447,8 +452,9 @@ def load_drafter(name: str, temperature: float = 1.0, domain: str = "code", *,
 # --------------------------------------------------------------------------- teacher-forced rows
 
 
-def teacher_forced_rows(name: str, target: Transformer, ids: np.ndarray, path: str | Path | None = None):
-    """Rows of the drafter and of the target for the same tokens of ``ids`` (temperature 1).
+def teacher_forced_rows(name: str, target: Transformer, ids: np.ndarray, path: str | Path | None = None,
+                        temperature: float = 1.0):
+    """Rows of the drafter and of the target for the same tokens of ``ids``, at ``temperature``.
 
     Returns ``(q_rows, p_rows)``, two lists with one array per draft position: for
     ``medusa`` one per head (head ``i`` at position ``t`` against the target's row for the
@@ -456,28 +462,25 @@ def teacher_forced_rows(name: str, target: Transformer, ids: np.ndarray, path: s
     target's hidden states of it (teacher forcing), so ``sum_x min(p, q)`` is the acceptance
     rate of the drafter's first draft (head ``i``'s draft ``i + 1`` for Medusa) on that text.
     """
+    t = as_real(temperature, "temperature", low=0.0)
     target = _check_target(target).with_temperature(1.0)
     cache = KVCache(target, features=True)
-    q = _softmax(cache.extend_logits(np.asarray(ids, dtype=np.int64)), 1.0)
+    q = _softmax(cache.extend_logits(np.asarray(ids, dtype=np.int64)), t)
     feats = cache.features
     if name in ("distilled", "early-exit", "pair"):
-        model = (load_transformer(path) if name == "pair" else load_drafter_model(name, path, target))
-        return [q], [_softmax(KVCache(model).extend_logits(np.asarray(ids, dtype=np.int64)), 1.0)]
+        model = (load_transformer(DATA_DIR / "neural_draft.npz" if path is None else path) if name == "pair"
+                 else load_drafter_model(name, path, target))
+        return [q], [_softmax(KVCache(model).extend_logits(np.asarray(ids, dtype=np.int64)), t)]
     drafter = load_drafter(name, 1.0, target=target, path=path)
     if name == "medusa":
-        qs, ps = [], []
-        for i in range(drafter.heads):
-            cols = slice(i * feats.shape[1], (i + 1) * feats.shape[1])
-            z = feats @ drafter._w[:, cols] + drafter._b[cols]
-            h = z / (1.0 + np.exp(-z)) + feats
-            n = feats.shape[0] - i - 1
-            ps.append(_softmax(h[:n] @ drafter._w_out, 1.0))
-            qs.append(q[i + 1:i + 1 + n])
-        return qs, ps
+        logits = drafter.head_logits(feats)
+        n = feats.shape[0]
+        return ([q[i + 1:] for i in range(drafter.heads)],
+                [_softmax(logits[:n - i - 1, i], t) for i in range(drafter.heads)])
     if name == "eagle":  # entry j = (f_j, ids[j + 1]) predicts f_{j+1}, the target's row q[j + 1]
         ids = np.asarray(ids, dtype=np.int64)
         m = ids.size - 1
         pred = np.concatenate([drafter._pass(feats[s:min(m, s + 64)], ids[s + 1:min(m, s + 64) + 1])
                                for s in range(0, m, 64)])
-        return [q[1:]], [_softmax(pred @ drafter._w_out, 1.0)]
+        return [q[1:]], [_softmax(pred @ drafter._w_out, t)]
     raise ValueError(f"name: no teacher-forced rows for {name!r}")
