@@ -206,3 +206,298 @@ def test_window_reuse_follows_the_text_through_random_rollbacks(model):
         rows = cache.extend_logits(new)
         text = np.concatenate([text, new])
         np.testing.assert_allclose(rows, model.logits(text)[-new.size:], atol=ATOL)
+
+
+# --- the loop: one target pass per step, whatever the proposal's shape -------------------------
+
+import functools  # noqa: E402
+
+from speclib.core.cache import Uncached  # noqa: E402
+from speclib.core.decoding import _target_rows, prepare_run, speculative_generate  # noqa: E402
+from speclib.core.exact import output_distribution, target_sequence_distribution  # noqa: E402
+from speclib.core.proposers import MultiDraft, TreeDraft  # noqa: E402
+from speclib.core.sampling import Verification, _residual, as_chooser  # noqa: E402
+from speclib.core.variants import multi_draft_verify, total_variation  # noqa: E402
+from speclib.lm.models import markov_pair  # noqa: E402
+from speclib.lm.transformer import load_pair  # noqa: E402
+
+EXACT = 1e-12  # enumerated laws agree to rounding
+DETECTABLE = 1e-3  # total variation a faulty rule must reach
+FLOAT32 = 1e-6  # laws built from float32 rows of differently shaped passes
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return load_pair()
+
+
+def count_runs(model):
+    """Wrap ``model._run`` (the one place the network is evaluated) to count its calls."""
+    calls = []
+    inner = model._run
+
+    def counted(tokens, *args, **kwargs):
+        calls.append(tokens.size)
+        return inner(tokens, *args, **kwargs)
+
+    model._run = counted
+    return calls
+
+
+@pytest.mark.parametrize("make", [lambda d: MultiDraft(d, 3), lambda d: TreeDraft(d, (3, 1)),
+                                  lambda d: TreeDraft(d, (3,), sample=True)])
+def test_a_tree_step_makes_one_target_pass_with_the_numpy_pair(make, pair):
+    target, draft = pair[0].with_temperature(1.0), pair[1]  # a copy: count_runs patches it
+    calls = count_runs(target)
+    prompt = np.arange(10, 30)
+    run = prepare_run(target, make(draft), prompt, 40, 3)
+    choose = as_chooser(0)
+    for step in range(3):
+        before, n = len(calls), run.n
+        out = run.step(choose)
+        assert len(calls) - before == 1, f"step {step}: {len(calls) - before} target passes"
+        # the cache kept the accepted branch of the tree: the next pass feeds only the last token
+        assert len(run.target_cache) == min(n + out.n_accepted, run.n - 1)
+    assert run.stats.target_passes == 3 and run.stats.scored_nodes >= 3 * 3
+    # a target without tree attention is read one root-to-leaf path at a time (the fallback)
+    run = prepare_run(Uncached(target), make(draft), prompt, 40, 3)
+    proposal = run.draft(choose)
+    before = len(calls)
+    run.finish(proposal, _target_rows(run.target_cache, run.text[:run.n], proposal.tree, None), choose)
+    assert len(calls) - before == len(proposal.tree.paths()) >= 2
+
+
+def test_stats_count_passes_and_scored_nodes():
+    target, draft = markov_pair(vocab_size=6, draft_noise=0.4, seed=0)
+    _, st = speculative_generate(target, TreeDraft(draft, (2, 2)), [0], 30, k=3, rng=1)
+    assert st.target_passes == len(st.tokens_per_step)
+    assert st.nodes_per_target_pass == st.scored_nodes / st.target_passes
+    assert 3 <= st.nodes_per_target_pass <= 2 + 4 + 4  # a full (2, 2, 1) tree has 10 nodes
+    # a chain: one scored node per draft, as before
+    _, st = speculative_generate(target, draft, [0], 30, k=3, rng=1)
+    assert st.scored_nodes == st.draft_proposed
+    # several sequences: nodes shared by sequences are scored once, every sequence's draws are counted
+    _, st = speculative_generate(target, MultiDraft(draft, 4), [0], 30, k=2, rng=1)
+    assert st.scored_nodes < st.draft_proposed == 4 * sum(st.k_per_step)
+
+
+# --- exactness of tree verification, by enumeration of the loop --------------------------------
+
+
+def tv(target, proposer, prefix, k, length, **options):
+    return total_variation(output_distribution(target, proposer, prefix, length, k, **options),
+                           target_sequence_distribution(target, prefix, length))
+
+
+@pytest.mark.parametrize("sample", [False, True])
+def test_top_b_trees_are_exact_and_independent_siblings_are_caught(sample):
+    target, _ = markov_pair(vocab_size=3, draft_noise=0.7, seed=4)
+    draft, _ = markov_pair(vocab_size=3, draft_noise=0.0, seed=104)  # confidently wrong
+    wrong = functools.partial(multi_draft_verify, recursive=False)
+    for prefix in ([0], [2]):
+        assert tv(target, TreeDraft(draft, (2, 1), sample=sample), prefix, 2, 3) < EXACT
+    if not sample:  # every token of the vocabulary a candidate: a rejection of all three is possible
+        assert tv(target, TreeDraft(draft, (3, 2)), [1], 2, 3) < EXACT
+    bad = max(tv(target, TreeDraft(draft, (2,), sample=sample), pr, 1, 2, verifier=wrong)
+              for pr in ([0], [1], [2]))
+    assert bad > DETECTABLE
+    # Where the target outweighs the draft on two tokens ({x : q(x) > p(x)} = {2, 3}), a sibling's
+    # row matters after a rejection: its own row (a point mass, or p without the earlier
+    # siblings) is exact, the draft's row p is not (the same test catches that fault by hand).
+    from speclib.lm.models import FixedContextModel
+
+    q, p = np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.5, 0.3, 0.1, 0.1])
+    for branching in ((3,),) if sample else ((3,), (2, 2)):  # a sampled (2, 2) tree has too many paths
+        law = output_distribution(FixedContextModel(q), TreeDraft(FixedContextModel(p), branching, sample=sample),
+                                  [0], len(branching) + 1, len(branching))
+        want = np.outer(q, q) if len(branching) == 1 else np.einsum("i,j,k->ijk", q, q, q)
+        assert np.abs(law - want).max() < EXACT
+
+
+def test_merged_multi_draft_tree_is_exact_and_independent_siblings_over_accept():
+    from speclib.core.exact import step_distribution
+
+    target, _ = markov_pair(vocab_size=3, draft_noise=0.7, seed=4)
+    draft, _ = markov_pair(vocab_size=3, draft_noise=0.0, seed=104)
+    assert tv(target, MultiDraft(draft, 2), [0], 2, 3) < EXACT
+    assert tv(target, MultiDraft(draft, 3), [2], 1, 2) < EXACT
+    wrong = functools.partial(multi_draft_verify, recursive=False)
+    assert max(tv(target, MultiDraft(draft, 3), pr, 1, 2, verifier=wrong) for pr in ([0], [1], [2])) > DETECTABLE
+
+    def kept(**options):
+        law = step_distribution(target, MultiDraft(draft, 3), [0], 1, **options)
+        return sum(prob for (_, n), prob in law.items() if n == 1)
+
+    assert kept(verifier=wrong) > kept() + DETECTABLE  # the faulty rule keeps a draft more often
+
+
+def test_a_transformer_target_scoring_trees_is_exact():
+    """The enumerator replays the loop with the tree pass and the kept branch of the real cache."""
+    cfg = TransformerConfig(vocab_size=3, block_size=8, d_model=8, n_layers=1, n_heads=2)
+    target = random_transformer(cfg, seed=1)
+    draft = random_transformer(cfg, seed=2).with_temperature(0.5)
+    prompt = [0, 1, 2, 0, 1]  # 5 + 3 tokens: the last step's tree crosses the window move at 8
+    for proposer in (TreeDraft(draft, (2, 2)), MultiDraft(draft, 2)):
+        assert tv(target, proposer, prompt, 2, 3) < FLOAT32  # float32 rows: tree and full passes round apart
+    wrong = functools.partial(multi_draft_verify, recursive=False)
+    assert tv(target, TreeDraft(draft, (2, 2)), prompt, 2, 3, verifier=wrong) > DETECTABLE
+
+
+def old_multi_draft_step(drafts, p_draft, q_target, choose, *, recursive=True, bonus=True):
+    """The rule on m sequences before it took trees (commit c2a3229), as the reference."""
+    m, k = drafts.shape
+    alive, kept = list(range(m)), []
+    for depth in range(k):
+        r = q_target[alive[0], depth]
+        p = p_draft[alive[0], depth]
+        winner = None
+        for j in alive:
+            x = drafts[j, depth]
+            if choose.coin(min(1.0, r[x] / p[x])):
+                winner = j
+                break
+            if recursive:
+                r = _residual(p, r)
+        if winner is None:
+            fix = r if recursive else _residual(p, q_target[alive[0], depth])
+            return Verification(np.array(kept + [choose.token(fix)]), depth)
+        x = drafts[winner, depth]
+        kept.append(int(x))
+        alive = [j for j in alive if drafts[j, depth] == x]
+    if not bonus:
+        return Verification(np.array(kept), k)
+    return Verification(np.array(kept + [choose.token(q_target[alive[0], k])]), k)
+
+
+def test_sequences_verify_exactly_as_before_trees():
+    rng = np.random.default_rng(7)
+    vocab = 3
+    for trial in range(300):
+        m, k = int(rng.integers(1, 5)), int(rng.integers(1, 4))
+        # rows that depend only on the prefix, as a draft and a target give them
+        table_p, table_q = {}, {}
+
+        def row(table, prefix):
+            if prefix not in table:
+                table[prefix] = rng.dirichlet(np.ones(vocab) * 0.5)
+            return table[prefix]
+
+        drafts = np.empty((m, k), dtype=np.int64)
+        p = np.empty((m, k, vocab))
+        q = np.empty((m, k + 1, vocab))
+        for j in range(m):
+            for i in range(k):
+                p[j, i] = row(table_p, tuple(drafts[j, :i]))
+                drafts[j, i] = rng.choice(vocab, p=p[j, i])
+                q[j, i] = row(table_q, tuple(drafts[j, :i]))
+            q[j, k] = row(table_q, tuple(drafts[j]))
+        for recursive in (True, False):
+            seed = int(rng.integers(1 << 30))
+            a = multi_draft_verify(drafts, p, q, seed, recursive=recursive)
+            b = old_multi_draft_step(drafts, p, q, as_chooser(seed), recursive=recursive)
+            assert a.tokens.tolist() == b.tokens.tolist() and a.n_accepted == b.n_accepted
+
+
+def test_tree_and_per_path_targets_write_the_same_text_across_window_moves():
+    """Block 16: a 40-token generation crosses several window moves, some inside a tree."""
+    target = random_transformer(CFG, seed=5)
+    draft = random_transformer(CFG, seed=6)
+    for proposer in (lambda: TreeDraft(draft, (2, 2)), lambda: MultiDraft(draft, 2)):
+        a, sa = speculative_generate(target, proposer(), [1, 2, 3], 40, k=4, rng=11)
+        b, sb = speculative_generate(Uncached(target), proposer(), [1, 2, 3], 40, k=4, rng=11)
+        assert a.tolist() == b.tolist() and sa.tokens_per_step == sb.tokens_per_step
+
+
+def test_a_chain_verifier_refuses_a_tree():
+    target, draft = markov_pair(vocab_size=4, seed=0)
+    from speclib.core.sampling import verify
+
+    with pytest.raises(TypeError, match="proposes a token tree"):
+        speculative_generate(target, TreeDraft(draft, (2,)), [0], 5, k=2, rng=0, verifier=verify)
+
+
+def test_tree_draft_arguments_are_checked():
+    _, draft = markov_pair(vocab_size=4, seed=0)
+    with pytest.raises(ValueError, match=r"branching\[1\]: must be >= 1"):
+        TreeDraft(draft, (2, 0))
+    with pytest.raises(TypeError, match="branching: expected a non-empty tuple"):
+        TreeDraft(draft, ())
+    with pytest.raises(TypeError, match="sample: expected True or False"):
+        TreeDraft(draft, (2,), sample="yes")
+    assert TreeDraft(draft, (2, 2)).levels(4) == (2, 2, 1, 1) and TreeDraft(draft, (2, 2)).levels(1) == (2,)
+
+
+# --- the Hugging Face adapter: a 4-D mask and explicit position ids -----------------------------
+
+try:
+    import torch
+    import transformers
+    from speclib.lm import hf
+except ImportError:  # pragma: no cover - the adapter is optional
+    hf = None
+
+needs_hf = pytest.mark.skipif(hf is None, reason="needs PyTorch and transformers: pip install -r requirements-hf.txt")
+
+
+def tiny_gpt2(seed, attention="eager", vocab_size=9):
+    torch.manual_seed(seed)
+    config = transformers.GPT2Config(vocab_size=vocab_size, n_positions=32, n_embd=16, n_layer=2, n_head=2,
+                                     initializer_range=0.2, bos_token_id=None, eos_token_id=None)
+    config._attn_implementation = attention
+    return transformers.GPT2LMHeadModel(config).eval()
+
+
+@needs_hf
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+def test_hf_tree_rows_equal_plain_passes_and_the_kept_branch_is_a_plain_cache(attention):
+    torch.set_num_threads(1)
+    model = hf.HFModel(tiny_gpt2(0, attention))
+    rng = np.random.default_rng(8)
+    for _ in range(4):
+        prefix = rng.integers(0, 9, int(rng.integers(1, 6)))
+        tokens, parents = random_tree(rng, int(rng.integers(2, 8)), 9)
+        cache = model.cache()
+        cache.extend(prefix)
+        rows = cache.extend_tree_logits(tokens, parents)
+        for node in range(tokens.size):
+            want = model.logits(np.concatenate([prefix, tokens[path_to(parents, node)]]))[-1]
+            np.testing.assert_allclose(rows[node], want, atol=1e-5)
+        node = int(rng.integers(-1, tokens.size))
+        cache.accept_tree(node)
+        kept = np.concatenate([prefix, tokens[path_to(parents, node)]])
+        assert cache.tokens.tolist() == kept.tolist()
+        assert cache.past_key_values.get_seq_length() == kept.size
+        more = rng.integers(0, 9, 3)
+        want = model.logits(np.concatenate([kept, more]))[-3:]
+        np.testing.assert_allclose(cache.extend_logits(more), want, atol=1e-5)
+
+
+@needs_hf
+def test_hf_loop_makes_one_target_pass_per_tree_step_or_refuses_and_falls_back(monkeypatch):
+    torch.set_num_threads(1)
+    net, draft_net = tiny_gpt2(0), tiny_gpt2(1)
+    target, draft = hf.HFModel(net), hf.HFModel(draft_net)
+    calls = []
+    net.register_forward_pre_hook(lambda module, args: calls.append(1))
+    run = prepare_run(target, TreeDraft(draft, (3, 1)), [1, 2, 3], 12, 2)
+    choose = as_chooser(3)
+    while not run.done:
+        before = len(calls)
+        run.step(choose)
+        assert len(calls) - before == 1
+    # the same generation through per-path passes writes the same tokens
+    a, _ = speculative_generate(target, TreeDraft(draft, (3, 1)), [1, 2, 3], 12, 2, rng=4)
+    b, _ = speculative_generate(Uncached(target), TreeDraft(draft, (3, 1)), [1, 2, 3], 12, 2, rng=4)
+    assert a.tolist() == b.tolist()
+    # a model whose attention takes no custom mask: extend_tree refuses, the loop reads path by path
+    monkeypatch.setattr(hf, "TREE_ATTENTION", ("flash_attention_2",))
+    cache = target.cache()
+    cache.extend([1, 2])
+    with pytest.raises(ValueError, match="takes no custom 4-D attention mask"):
+        cache.extend_tree([3, 4], [-1, -1])
+    run = prepare_run(target, TreeDraft(draft, (3, 1)), [1, 2, 3], 12, 2)
+    before = len(calls)
+    run.step(choose)
+    assert len(calls) - before == 3  # three root-to-leaf paths
+    c, _ = speculative_generate(target, TreeDraft(draft, (3, 1)), [1, 2, 3], 12, 2, rng=4)
+    assert c.tolist() == a.tolist()

@@ -27,15 +27,17 @@ import functools
 import math
 import numbers
 import time
+import types
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
-from .._validate import MAX_NEW_TOKENS, as_bool, as_int, as_real, as_tokens
+from .._validate import MAX_DRAFT_LENGTH, MAX_NEW_TOKENS, as_bool, as_int, as_real, as_tokens
 from .cache import checked_rows, extend_checked, model_cache
 from .policies import FixedK, _check_controller
-from .proposers import DraftModel, Proposal, check_model
+from .proposers import DraftModel, Proposal, check_model, check_proposal
+from .tree import TokenTree, keep_branch, score_tree, sequence_nodes, tree_from_paths
 from .sampling import Sampler, Verification, as_chooser, verify
 
 
@@ -59,6 +61,13 @@ class GenerationStats:
     tokens_per_step: list[int] = field(default_factory=list)
     k_per_step: list[int] = field(default_factory=list)  #: draft length of every step (0: a plain step)
     accepted_per_step: list[int] = field(default_factory=list)
+    #: Drafted positions the target scored: a chain's ``k``, a token tree's nodes (each once).
+    scored_nodes: int = 0
+
+    @property
+    def nodes_per_target_pass(self) -> float:
+        """Drafted positions scored per target pass (a tree's nodes; a chain's ``k``)."""
+        return self.scored_nodes / self.target_passes if self.target_passes else math.nan
 
     @property
     def acceptance_rate(self) -> float:
@@ -84,7 +93,7 @@ class GenerationStats:
         return self.tokens_generated / self.walltime(c)
 
     def record_step(self, proposed: int, accepted: int, emitted: int, draft_passes: int | None = None,
-                    depth: int | None = None) -> None:
+                    depth: int | None = None, nodes: int | None = None) -> None:
         """Count one step: one target pass, ``proposed`` drafts of which ``accepted`` were kept,
         and ``emitted`` tokens output.
 
@@ -92,7 +101,16 @@ class GenerationStats:
         were drafted).  A step that kept fewer drafts than its depth judged exactly one more,
         the first rejected one; the drafts after it were never verified.  ``draft_passes``
         defaults to one pass per proposed draft (prompt lookup proposes without any).
+        ``nodes`` is the number of drafted positions the target pass scored (``proposed``
+        unless a token tree merged drafts that share a prefix).
         """
+        if not (type(proposed) is int and type(accepted) is int and type(emitted) is int
+                and 0 <= accepted <= proposed <= MAX_NEW_TOKENS and 0 <= emitted <= MAX_NEW_TOKENS):
+            proposed, accepted, emitted = _counts(proposed, accepted, emitted)
+        if draft_passes is not None and (type(draft_passes) is not int or draft_passes < 0):
+            draft_passes = as_int(draft_passes, "draft_passes", minimum=0, maximum=MAX_NEW_TOKENS)
+        if depth is not None and (type(depth) is not int or depth < 0):
+            depth = as_int(depth, "depth", minimum=0, maximum=MAX_NEW_TOKENS)
         depth = proposed if depth is None else depth
         self.target_passes += 1
         self.draft_passes += proposed if draft_passes is None else draft_passes
@@ -103,11 +121,12 @@ class GenerationStats:
         self.tokens_per_step.append(int(emitted))
         self.k_per_step.append(int(depth))
         self.accepted_per_step.append(int(accepted))
+        self.scored_nodes += proposed if nodes is None else int(nodes)
 
     def add(self, other: "GenerationStats") -> None:
         """Add the counters of ``other`` (another segment of the same generation) to these."""
         for name in ("tokens_generated", "target_passes", "draft_passes", "draft_proposed", "draft_verified",
-                     "accepted"):
+                     "accepted", "scored_nodes"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for name in ("tokens_per_step", "k_per_step", "accepted_per_step"):
             getattr(self, name).extend(getattr(other, name))
@@ -122,6 +141,14 @@ class GenerationStats:
         )
 
 
+def _counts(proposed: object, accepted: object, emitted: object) -> tuple[int, int, int]:
+    """The counts of :meth:`GenerationStats.record_step`, checked (the slow path: anything but plain ints in range)."""
+    proposed = as_int(proposed, "proposed", minimum=0, maximum=MAX_NEW_TOKENS)
+    accepted = as_int(accepted, "accepted", minimum=0, maximum=proposed, why="no more drafts are accepted than proposed")
+    emitted = as_int(emitted, "emitted", minimum=0, maximum=MAX_NEW_TOKENS)
+    return proposed, accepted, emitted
+
+
 def _window(model: object, tokens: np.ndarray, rows_needed: int) -> np.ndarray:
     """The shortest tail of ``tokens`` that still gives the model's last ``rows_needed`` rows."""
     context_length = getattr(model, "context_length", None)
@@ -132,14 +159,8 @@ def _window(model: object, tokens: np.ndarray, rows_needed: int) -> np.ndarray:
 
 def _last_rows(model: Callable, tokens: np.ndarray, n_rows: int, name: str) -> np.ndarray:
     """The model's last ``n_rows`` rows on ``tokens``, checked (for code that shows one step)."""
-    probs = np.asarray(model(_window(model, tokens, n_rows)), dtype=float)
-    vocab = model.vocab_size
-    if probs.ndim != 2 or probs.shape[1] != vocab or probs.shape[0] < n_rows:
-        raise ValueError(
-            f"{name}: a model must map tokens of shape (n,) to probabilities of shape (n, {vocab}); "
-            f"got {probs.shape}"
-        )
-    return checked_rows(probs[-n_rows:], name)
+    window = _window(model, tokens, n_rows)
+    return checked_rows(model(window), name, len(window), model.vocab_size)[-n_rows:]
 
 
 _check_model = check_model
@@ -215,21 +236,26 @@ def chain_feed(cache, text: np.ndarray, drafts: np.ndarray) -> np.ndarray:
     return np.concatenate([text[len(cache):], drafts])
 
 
-def _target_rows(cache, text: np.ndarray, drafts: np.ndarray, timings: dict | None) -> np.ndarray:
-    """One target pass: the rows at every drafted position and the one after, ``(k+1, V)``.
+def _target_rows(cache, text: np.ndarray, drafts: np.ndarray | TokenTree, timings: dict | None) -> np.ndarray:
+    """One target pass: the rows at every drafted position and the one after.
 
-    Several draft sequences (``drafts`` of shape ``(m, k)``) are scored as one tree-shaped
-    pass, ``(m, k+1, V)``, and the cache is left holding the text only.
+    A chain of ``k`` drafts gives ``(k+1, V)``.  A token tree gives ``(n+1, V)``: the row at
+    the root, then one after each node (:func:`speclib.core.tree.score_tree`).  A target
+    cache with ``extend_tree`` scores the whole tree in one pass and holds it until the
+    step keeps the accepted branch; any other cache is fed one root-to-leaf path after
+    another.  Several draft sequences (``drafts`` of shape ``(m, k)``) are scored as the
+    tree they make, each node once, and returned per sequence, ``(m, k+1, V)``; the cache
+    then keeps the text only.
     """
-    feed = text[len(cache):]
+    if isinstance(drafts, TokenTree):
+        return score_tree(cache, text, drafts, "target", timings)
     if drafts.ndim == 1:
         return extend_checked(cache, chain_feed(cache, text, drafts), "target", timings)[-(drafts.size + 1):]
-    depth, rows = drafts.shape[1], []
-    for branch in drafts:
-        cache.rollback(min(len(cache), text.size - feed.size))
-        rows.append(extend_checked(cache, np.concatenate([feed, branch]), "target", timings)[-(depth + 1):])
-    cache.rollback(text.size)
-    return np.array(rows)
+    m, tree = drafts.shape[0], tree_from_paths(drafts)
+    rows = score_tree(cache, text, tree, "target", timings)
+    keep_branch(cache, text.size, tree, -1)
+    nodes = np.concatenate([np.full((m, 1), -1), sequence_nodes(tree, m)], axis=1)
+    return rows[nodes + 1]
 
 
 def _verifier_step(verifier: Callable) -> Callable:
@@ -249,7 +275,82 @@ def _verifier_step(verifier: Callable) -> Callable:
                             "not through a chooser, so its exact distribution cannot be enumerated")
         return verifier(drafts, p_rows, q_rows, choose.rng, bonus=bonus)
 
+    sampled_only.verifier_name = getattr(verifier, "__name__", type(verifier).__name__)
     return sampled_only
+
+
+def _trusted(part: object) -> bool:
+    """Whether a proposer or a verifier's step is speclib's own, whose answers need no check.
+
+    Declared by ``trusted = True`` on the proposer's own class (not inherited: a subclass
+    may change what it returns), or on the step function (also through ``functools.partial``).
+    """
+    if isinstance(part, functools.partial):
+        part = part.func
+    if isinstance(part, types.FunctionType):
+        return getattr(part, "trusted", False) is True
+    return vars(type(part)).get("trusted", False) is True
+
+
+def _name(part: object) -> str:
+    """A plug-in's name in errors: its ``verifier_name``, ``__name__`` or ``repr``."""
+    if isinstance(part, functools.partial):
+        part = part.func
+    return getattr(part, "verifier_name", None) or getattr(part, "__name__", None) or repr(part)
+
+
+def _policy_k(k: object, policy: object) -> int:
+    """What ``policy.draft_length()`` returned, if it is an int in [0, MAX_DRAFT_LENGTH] (the slow path)."""
+    who = f"policy {getattr(policy, 'name', type(policy).__name__)!s}: draft_length()"
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Integral):
+        raise TypeError(f"{who} returned {k!r} ({type(k).__name__}); expected an integer >= 0")
+    if not 0 <= k <= MAX_DRAFT_LENGTH:
+        raise ValueError(f"{who} returned {k}; a draft length lies in [0, {MAX_DRAFT_LENGTH}]")
+    return int(k)
+
+
+def _check_verification(out: object, drafts: np.ndarray, vocab: int, name: str) -> Verification:
+    """What a verifier that is not speclib's own returned, if it is a consistent :class:`Verification`.
+
+    ``tokens`` an integer array of ids in the vocabulary; ``n_accepted`` an int in
+    ``0 .. k``; the tokens are the ``n_accepted`` kept drafts (of one of the sequences, when
+    there are several) followed by at most one more token, and at least one token in all.
+    """
+    who = f"verifier {name}:"
+    if not isinstance(out, Verification):
+        raise TypeError(f"{who} returned {type(out).__name__}; expected a speclib.core.sampling.Verification "
+                        "(tokens, n_accepted)")
+    tokens, n_accepted = out
+    if not isinstance(tokens, np.ndarray) or tokens.dtype.kind not in "iu" or tokens.ndim != 1:
+        raise TypeError(f"{who} returned tokens of type {type(tokens).__name__}"
+                        f"{f' (dtype {tokens.dtype}, shape {tokens.shape})' if isinstance(tokens, np.ndarray) else ''}"
+                        "; expected a 1-D integer array")
+    if isinstance(n_accepted, (bool, np.bool_)) or not isinstance(n_accepted, numbers.Integral):
+        raise TypeError(f"{who} returned n_accepted = {n_accepted!r} ({type(n_accepted).__name__}); expected an int")
+    is_tree = isinstance(drafts, TokenTree)
+    depth, n_accepted = (drafts.depth if is_tree else drafts.shape[-1]), int(n_accepted)
+    if not 0 <= n_accepted <= depth:
+        raise ValueError(f"{who} returned n_accepted = {n_accepted} for a block of {depth} drafts")
+    if not max(1, n_accepted) <= tokens.size <= n_accepted + 1:
+        raise ValueError(f"{who} returned {tokens.size} tokens with n_accepted = {n_accepted}; a step emits the "
+                         "accepted drafts followed by at most one token (a correction or the bonus)")
+    if tokens.min() < 0 or tokens.max() >= vocab:
+        bad = int(tokens.min()) if tokens.min() < 0 else int(tokens.max())
+        raise ValueError(f"{who} returned token {bad}, out of range for a vocabulary of {vocab}")
+    kept = tokens[:n_accepted]
+    if is_tree:
+        try:
+            consistent = drafts.node_of(kept) >= -1
+        except ValueError:  # not a path of the tree
+            consistent = False
+    elif drafts.ndim == 1:
+        consistent = bool((drafts[:n_accepted] == kept).all())
+    else:
+        consistent = bool((drafts.reshape(-1, depth)[:, :n_accepted] == kept).all(axis=1).any())
+    if not consistent:
+        raise ValueError(f"{who} returned tokens {tokens.tolist()} with n_accepted = {n_accepted}, but its first "
+                         f"{n_accepted} are not drafted tokens")
+    return Verification(tokens, n_accepted)
 
 
 class SpeculativeRun:
@@ -272,6 +373,12 @@ class SpeculativeRun:
         self.text[:prompt.size] = prompt
         self.n, self.start = prompt.size, prompt.size
         proposer.start(prompt, vocab)
+        # What a user's plug-in returns is checked at every step; speclib's own are not.
+        self.vocab = vocab
+        self.check_proposals = not _trusted(proposer)
+        self.verifier_name = None if _trusted(step) else _name(step)
+        self.verifies_trees = getattr(step.func if isinstance(step, functools.partial) else step,
+                                      "verifies_trees", False) is True
 
     @property
     def done(self) -> bool:
@@ -284,7 +391,8 @@ class SpeculativeRun:
         # 2. Verify: one target pass scores every drafted position
         #    and the one after.
         q_rows = _target_rows(self.target_cache, self.text[:self.n],
-                              _chain(proposal), self.timings)
+                              _chain(proposal) if proposal.tree is None
+                              else proposal.tree, self.timings)
         # 3. Accept / reject / correct, 4. bonus, 5. roll back.
         return self.finish(proposal, q_rows, choose)
 
@@ -292,22 +400,37 @@ class SpeculativeRun:
     # pass for the whole batch between them.
     def draft(self, choose) -> Proposal:
         """Step 1: up to ``k`` drafts, with the row each was drawn from."""
-        k = as_int(self.policy.draft_length(), "k.draft_length()",
-                   minimum=0)
+        k = self.policy.draft_length()
+        if type(k) is not int or not 0 <= k <= MAX_DRAFT_LENGTH:
+            k = _policy_k(k, self.policy)
         k = min(k, self.text.size - self.n)
-        return self.proposer.propose(self.text[:self.n], k, self.policy,
-                                     choose, self.timings)
+        proposal = self.proposer.propose(self.text[:self.n], k,
+                                         self.policy, choose,
+                                         self.timings)
+        if self.check_proposals:
+            check_proposal(proposal, k, self.vocab,
+                           f"proposer {type(self.proposer).__name__}")
+        return proposal
 
     def finish(self, proposal: Proposal, q_rows: np.ndarray,
                choose) -> Verification:
         """Steps 3 to 5, given the target's rows ``q_rows``."""
         n, remaining = self.n, self.text.size - self.n
-        drafts, depth = proposal.tokens, proposal.tokens.shape[-1]
+        tree = proposal.tree
+        drafts = proposal.tokens if tree is None else tree
+        depth = proposal.tokens.shape[-1] if tree is None else tree.depth
         # 3. Accept / reject / correct, 4. bonus (a step without
         #    drafts is a plain one).
         if depth:
+            if tree is not None and not self.verifies_trees:
+                raise TypeError(f"verifier {_name(self.verify_step)}: verifies one chain of drafts, but "
+                                f"proposer {type(self.proposer).__name__} proposes a token tree; verify it "
+                                "with speclib.core.variants.multi_draft_verify (its default)")
             out = self.verify_step(drafts, proposal.rows, q_rows,
                                    choose, bonus=self.bonus)
+            if self.verifier_name is not None:
+                out = _check_verification(out, drafts, self.vocab,
+                                          self.verifier_name)
         else:
             out = Verification(np.array([choose.token(q_rows[0])]), 0)
         emitted = out.tokens[:remaining]
@@ -315,12 +438,21 @@ class SpeculativeRun:
         self.n = n + emitted.size
         # 5. Both caches keep the accepted prefix, never the last
         #    token: the next pass reads it first.
+        #    A tree-scoring target cache first keeps the accepted
+        #    branch of the tree it holds.
+        if tree is not None:
+            keep_branch(self.target_cache, n, tree,
+                        tree.node_of(out.tokens[:out.n_accepted]))
         keep = min(n + out.n_accepted, self.n - 1)
         self.target_cache.rollback(min(len(self.target_cache), keep))
         self.proposer.accept(keep)
         self.policy.update(depth, out.n_accepted)
-        self.stats.record_step(drafts.size, out.n_accepted,
-                               emitted.size, proposal.passes, depth)
+        self.stats.record_step(
+            drafts.size if tree is None else tree.draws.size,
+            out.n_accepted, emitted.size, proposal.passes, depth,
+            nodes=(tree.size if tree is not None else
+                   tree_from_paths(drafts).size if drafts.ndim == 2
+                   else None))
         return out
 
     def truncate(self, length: int) -> None:
@@ -346,7 +478,8 @@ def prepare_run(target: Callable, draft: object, prompt: object, max_new_tokens:
     if hasattr(k, "draft_length"):
         policy = _check_controller(k)
     elif isinstance(k, numbers.Integral) and not isinstance(k, bool):
-        policy = FixedK(as_int(k, "k", minimum=1))
+        policy = FixedK(as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH,
+                               why="the longest draft speclib computes with"))
     else:
         raise TypeError(f"k: expected an integer draft length or a draft-length policy (a controller with "
                         f"draft_length, keep_drafting and update), got {k!r} ({type(k).__name__})")

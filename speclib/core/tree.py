@@ -25,11 +25,13 @@ Examples
 
 from __future__ import annotations
 
+import time
 from typing import NamedTuple
 
 import numpy as np
 
 from .._validate import as_int, as_tokens
+from .cache import checked_rows, rows_trusted
 
 
 def check_parents(parents: object, n: int, name: str = "parents") -> np.ndarray:
@@ -183,3 +185,68 @@ def tree_from_paths(paths: object) -> TokenTree:
 def sequence_nodes(tree: TokenTree, m: int) -> np.ndarray:
     """The node of every sequence at every depth, shape ``(m, k)``, for a tree made by :func:`tree_from_paths`."""
     return tree.draws.reshape(-1, m).T
+
+
+def score_tree(cache, text: np.ndarray, tree: TokenTree, name: str, timings: dict | None = None) -> np.ndarray:
+    """Rows of a cached model after ``text`` and after every node of ``tree``: shape ``(n + 1, V)``.
+
+    Row 0 is the distribution after the text (at the root), row ``i + 1`` the one after
+    node ``i``'s path.  The text the cache has not read yet (at least its last token) is fed
+    first, as a chain below which the tree hangs.  A cache with ``extend_tree`` (the numpy
+    transformer's, the Hugging Face adapter's) scores all of it in one pass and keeps the
+    tree pending (:func:`keep_branch` then keeps one branch); any other cache is fed each
+    root-to-leaf path in turn and is left as it was.  ``name`` labels the model in
+    errors and in ``timings`` (see :func:`speclib.core.cache.extend_checked`).
+    """
+    feed = text[len(cache):]
+    f = feed.size
+    if f == 0:
+        raise ValueError(f"{name}: the cache has read the whole text; a tree pass reads at least its last token "
+                         "(to score the root)")
+    tokens = np.concatenate([feed, tree.tokens])
+    parents = np.concatenate([np.arange(-1, f - 1), np.where(tree.parents < 0, f - 1, tree.parents + f)])
+    t0 = time.perf_counter() if timings is not None else 0.0
+    tree_pass = getattr(cache, "extend_tree", None)
+    if callable(tree_pass) and getattr(cache, "scores_trees", True):  # a model may refuse custom masks
+        rows = tree_pass(tokens, parents)
+        trusted = rows_trusted(cache) and "extend_tree" in vars(type(cache))
+    else:
+        rows, trusted = _rows_by_paths(cache, tokens, parents), rows_trusted(cache)
+    if timings is not None:
+        seconds = time.perf_counter() - t0
+        timings[name] = timings.get(name, 0.0) + seconds
+        passes = timings.get("passes")
+        if passes is not None:
+            passes.append((name, tokens.size, seconds))
+    if not trusted:
+        rows = checked_rows(rows, name, tokens.size, getattr(cache, "vocab_size", None))
+    return rows[f - 1:]
+
+
+def _rows_by_paths(cache, tokens: np.ndarray, parents: np.ndarray) -> np.ndarray:
+    """Every node's row from one ordinary pass per root-to-leaf path; the cache is left as it was."""
+    base, rows, done = len(cache), None, np.zeros(tokens.size, dtype=bool)
+    leaves = sorted(set(range(tokens.size)) - set(parents.tolist()))
+    for leaf in leaves:
+        path = path_to(parents, leaf)
+        cache.rollback(base)
+        out = np.asarray(cache.extend(tokens[path]))
+        if rows is None:
+            rows = np.empty((tokens.size,) + out.shape[1:], dtype=out.dtype)
+        fresh = ~done[path]
+        rows[np.array(path)[fresh]] = out[fresh]
+        done[path] = True
+    cache.rollback(base)
+    return rows
+
+
+def keep_branch(cache, text_length: int, tree: TokenTree, node: int) -> None:
+    """After :func:`score_tree`: keep the fed text and the branch of ``tree`` ending at ``node`` (-1: none).
+
+    Only a cache that scored the tree in one pass holds it (``accept_tree``); any other
+    is left as it is (the next pass feeds what it lacks).
+    """
+    accept = getattr(cache, "accept_tree", None)
+    if callable(accept) and getattr(cache, "scores_trees", True):
+        f = text_length - len(cache)
+        accept(f - 1 if node < 0 else f + node)

@@ -58,11 +58,13 @@ except ImportError as exc:  # pragma: no cover - exercised where torch is absent
     raise ImportError(INSTALL_HINT) from exc
 
 import copy
+import inspect
 from typing import Any
 
 import numpy as np
 
 from .._validate import as_int, as_real, as_tokens
+from ..core.tree import ancestor_mask, check_parents, depths, path_to
 from .transformer import LN_EPS, Transformer, _softmax
 
 
@@ -217,12 +219,16 @@ class HFCache:
     (True, 3)
     """
 
+    #: Rows right by construction: the loops do not check them again (speclib.core.cache.rows_trusted).
+    trusted_rows = True
+
     def __init__(self, model: HFModel) -> None:
         if not isinstance(model, HFModel):
             raise TypeError(f"model: expected an HFModel, got {type(model).__name__}")
         self.model = model
         self.past_key_values = DynamicCache(config=model.hf_model.config)
         self._tokens = np.zeros(0, dtype=np.int64)
+        self._tree = None  # (fed length, tokens, parents) of a tree scored by extend_tree
 
     def __len__(self) -> int:
         return self._tokens.size
@@ -238,6 +244,7 @@ class HFCache:
         if tokens.size == 0:
             return np.zeros((0, self.model.vocab_size), dtype=np.float32)
         self.model._check_positions(len(self) + tokens.size, "tokens")
+        self._discard_tree()
         out = self.model._forward(tokens, self.past_key_values)
         self._tokens = np.concatenate([self._tokens, tokens])
         return out
@@ -246,11 +253,81 @@ class HFCache:
         """Feed ``tokens``; return their next-token distributions (float64) at the model's temperature."""
         return _softmax(self.extend_logits(tokens), self.model.temperature)
 
+    @property
+    def scores_trees(self) -> bool:
+        """Whether :meth:`extend_tree` runs (the loop reads the model one path at a time otherwise)."""
+        return tree_attention_problem(self.model) is None
+
+    def extend_tree(self, tokens: np.ndarray, parents: np.ndarray) -> np.ndarray:
+        """Score a token tree after the fed tokens in one pass; its next-token distributions, ``(n, V)``.
+
+        As :meth:`speclib.lm.transformer.KVCache.extend_tree`: node ``i`` holds ``tokens[i]``
+        below node ``parents[i]`` (``-1``: the last fed token), sits at the position its
+        depth gives (``position_ids``) and attends to the fed tokens and its own ancestors
+        only (a 4-D additive ``attention_mask``, which the library passes to the attention
+        as it is).  The tree stays pending until :meth:`accept_tree` keeps one branch;
+        :meth:`extend` and :meth:`rollback` forget it.  A model that cannot take such a mask
+        (see :func:`tree_attention_problem`) raises a ValueError saying why.
+        """
+        return _softmax(self.extend_tree_logits(tokens, parents), self.model.temperature)
+
+    def extend_tree_logits(self, tokens: np.ndarray, parents: np.ndarray) -> np.ndarray:
+        """:meth:`extend_tree`, returning raw scores (float32)."""
+        problem = tree_attention_problem(self.model)
+        if problem is not None:
+            raise ValueError(f"extend_tree: {problem}; score the tree one path at a time (the decoding loop does "
+                             "this by itself for such a model)")
+        tokens = as_tokens(tokens, "tokens", self.model.vocab_size)
+        parents = check_parents(parents, tokens.size)
+        self._discard_tree()
+        n, past = tokens.size, len(self)
+        if n == 0:
+            return np.zeros((0, self.model.vocab_size), dtype=np.float32)
+        depth = depths(parents)
+        self.model._check_positions(past + int(depth.max()), "tokens")
+        dtype = next(self.model.hf_model.parameters()).dtype
+        mask = torch.zeros((n, past + n), dtype=dtype)
+        mask[:, past:][torch.as_tensor(~ancestor_mask(parents))] = torch.finfo(dtype).min
+        device = self.model.device
+        ids = torch.as_tensor(tokens, dtype=torch.long, device=device).reshape(1, -1)
+        position_ids = torch.as_tensor(past + depth - 1, dtype=torch.long, device=device).reshape(1, -1)
+        with torch.no_grad():
+            out = self.model.hf_model(input_ids=ids, past_key_values=self.past_key_values,
+                                      attention_mask=mask.to(device)[None, None], position_ids=position_ids,
+                                      use_cache=True)
+        self._tree = (past, tokens, parents)
+        return out.logits[0, :, :self.model.vocab_size].float().cpu().numpy()
+
+    def accept_tree(self, node: int) -> None:
+        """Keep the branch of the pending tree that ends at ``node`` (``-1``: none of it)."""
+        tree = getattr(self, "_tree", None)
+        if tree is None or tree[0] != len(self):
+            raise ValueError("accept_tree: no tree is pending (call extend_tree first; extend and rollback "
+                             "forget a pending tree)")
+        past, tokens, parents = tree
+        node = as_int(node, "node", minimum=-1, maximum=tokens.size - 1)
+        path = path_to(parents, node)
+        keep = torch.as_tensor(list(range(past)) + [past + i for i in path], dtype=torch.long)
+        for layer in self.past_key_values.layers:
+            layer.keys = layer.keys.index_select(-2, keep.to(layer.keys.device))
+            layer.values = layer.values.index_select(-2, keep.to(layer.values.device))
+        self._tree = None
+        self._tokens = np.concatenate([self._tokens, tokens[path]])
+
+    def _discard_tree(self) -> None:
+        """Forget a pending tree: crop its nodes off the library's cache."""
+        if getattr(self, "_tree", None) is not None:
+            held = self.past_key_values.get_seq_length()
+            if held > len(self):
+                self.past_key_values.crop(len(self) - held)
+            self._tree = None
+
     def rollback(self, length: int) -> None:
         """Forget every token after the first ``length`` (0 <= length <= len(self))."""
         length = as_int(length, "length", minimum=0)
         if length > len(self):
             raise ValueError(f"length: cannot roll forward, the cache holds {len(self)} tokens, got {length}")
+        self._discard_tree()
         if length < len(self):
             self.past_key_values.crop(length - len(self))  # transformers 5: crop(-n) drops the last n
             self._tokens = self._tokens[:length]
@@ -258,6 +335,40 @@ class HFCache:
         if held != length:
             raise RuntimeError(f"rollback: the library's cache holds {held} positions after cropping to {length}; "
                                f"{type(self.past_key_values).__name__} cannot be rolled back for this model")
+
+
+#: Attention implementations that add a custom 4-D mask to the scores as they are given it.
+TREE_ATTENTION = ("eager", "sdpa")
+
+
+def tree_attention_problem(model: HFModel) -> str | None:
+    """Why ``model`` cannot score a token tree in one pass, or None when it can.
+
+    A tree pass gives every node its own ``position_ids`` and a 4-D ``attention_mask`` that
+    lets it see its ancestors only.  The library passes such a mask unchanged to the
+    ``eager`` and ``sdpa`` attention implementations; flash attention (which supports only
+    causal and padding masks) and models whose ``forward`` takes no ``position_ids`` or
+    ``attention_mask`` cannot take it.
+
+    Examples
+    --------
+    >>> from transformers import GPT2Config, GPT2LMHeadModel
+    >>> net = GPT2LMHeadModel(GPT2Config(vocab_size=11, n_positions=16, n_embd=8, n_layer=1, n_head=2))
+    >>> tree_attention_problem(HFModel(net)) is None
+    True
+    """
+    if not isinstance(model, HFModel):
+        raise TypeError(f"model: expected an HFModel, got {type(model).__name__}")
+    net = model.hf_model
+    attention = getattr(net.config, "_attn_implementation", None)
+    if attention not in TREE_ATTENTION:
+        return (f"the model's attention implementation {attention!r} takes no custom 4-D attention mask "
+                f"(tree attention needs one of {TREE_ATTENTION})")
+    params = inspect.signature(net.forward).parameters
+    missing = [name for name in ("attention_mask", "position_ids") if name not in params]
+    if missing and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return f"{type(net).__name__}.forward takes no {' or '.join(missing)}"
+    return None
 
 
 def _vocabulary(tokenizer: Any) -> dict:

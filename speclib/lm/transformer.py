@@ -383,6 +383,9 @@ class KVCache:
     (True, 3)
     """
 
+    #: Rows right by construction: the loops do not check them again (speclib.core.cache.rows_trusted).
+    trusted_rows = True
+
     def __init__(self, model: Transformer, features: bool = False) -> None:
         if not isinstance(model, Transformer):
             raise TypeError(f"model: expected a Transformer, got {type(model).__name__}")
