@@ -423,7 +423,9 @@ def processor_summary() -> str:
 
     For the short note each timing chapter carries ("how these numbers were measured"):
     the processor's model name (from ``/proc/cpuinfo`` where Linux provides it), the number
-    of logical cores, the largest cache (:func:`last_level_cache_bytes`) and numpy's BLAS.
+    of logical cores, the largest cache (:func:`last_level_cache_bytes`), numpy's BLAS, and
+    the one-minute load average when it is called: a load above the number of cores means
+    other programs shared the processor while the timings were taken.
 
     Examples
     --------
@@ -450,7 +452,21 @@ def processor_summary() -> str:
     blas = _blas_name()
     if blas:
         parts.append(f"numpy {np.__version__} with {blas}")
+    load = _load_average()
+    if load is not None:
+        # Above the number of cores, other programs shared the processor during the timings.
+        parts.append(f"load average {load:.1f} while measuring")
     return ", ".join(parts)
+
+
+def _load_average() -> float | None:
+    """The system's one-minute load average, or None where the platform has none."""
+    import os
+
+    try:
+        return float(os.getloadavg()[0])
+    except (AttributeError, OSError):
+        return None
 
 
 def _blas_name() -> str:
