@@ -199,10 +199,23 @@ def _audit_verifier(pair, verifier, k):
                  reference, 1500, rng=2024)
 
 
-def test_shipped_verifiers_fail_the_audit_and_verify_passes(pair):
+def test_shipped_verifiers_fail_the_audit_or_are_refused_and_verify_passes(pair):
     assert _audit_verifier(pair, verify, 3).passed
     assert not _audit_verifier(pair, broken.shipped_verify_a, 2).passed
-    assert not _audit_verifier(pair, broken.shipped_verify_b, 3).passed
+    # b emits drafts after a rejection: the loop refuses what it returns (issue 24)
+    with pytest.raises(ValueError, match=r"verifier shipped_verify_b: returned \d+ tokens with n_accepted = \d+"):
+        _audit_verifier(pair, broken.shipped_verify_b, 3)
+
+
+def test_the_loop_refuses_every_mistake_the_zoo_lists_as_caught():
+    refusals = broken.loop_refusals()
+    assert set(refusals) == set(broken.CAUGHT_BY_THE_LOOP)
+    assert "exactly one row per token; it returned 5 rows for 4 tokens" in refusals["model returns one row too many"]
+    target, draft = broken.zoo_pair()
+    assert set(broken.loop_refusals(*markov_pair(vocab_size=5, seed=2))) == set(refusals)
+    # the negative control: the correct parts run to the end
+    tokens, _ = speculative_generate(target, draft, [0], 20, 3, 0)
+    assert tokens.size == 20
 
 
 def _fixed_verify(draft_tokens, p_draft, q_target, rng, *, bonus=True):
@@ -211,7 +224,8 @@ def _fixed_verify(draft_tokens, p_draft, q_target, rng, *, bonus=True):
 
 def test_check_fixed_verifier():
     checks.check_fixed_verifier(_fixed_verify)
-    with pytest.raises(checks.ExerciseError, match="audit"):
+    # the loop itself refuses the unrepaired verifier (it emits drafts after a rejection)
+    with pytest.raises((checks.ExerciseError, ValueError), match="audit|a step emits the accepted drafts"):
         checks.check_fixed_verifier(broken.shipped_verify_b)
     with pytest.raises(checks.ExerciseError, match="every draft must be kept"):
         checks.check_fixed_verifier(broken.shipped_verify_a)

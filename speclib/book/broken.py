@@ -27,11 +27,14 @@ The module, in order:
 1. :class:`Variant` and the variants: :data:`CORRECT`, the verifier variants of
    :data:`FAULTY` (plus :data:`RATIO_WITHOUT_MIN`), the decoder variants, and :data:`ZOO`
    with the two facts the chapter's table shows, :data:`REPORTED` and :data:`ZOO_STEP`;
-2. the test pair: :class:`SecondOrderModel`, :func:`second_order_pair`, :func:`zoo_pair`;
-3. the faulty parts (:class:`StaleCache`, the zoo's proposer and verifier), :func:`generate`,
+2. the mistakes the loop itself refuses, before any token comes out (:data:`CAUGHT_BY_THE_LOOP`,
+   :func:`loop_refusals`), among them :class:`MisalignedModel`, a model returning one row too
+   many;
+3. the test pair: :class:`SecondOrderModel`, :func:`second_order_pair`, :func:`zoo_pair`;
+4. the faulty parts (:class:`StaleCache`, the zoo's proposer and verifier), :func:`generate`,
    :func:`distribution` and :func:`distance_from_target`; the numbered steps the chapter
    refers to are the numbered comments of :meth:`speclib.core.decoding.SpeculativeRun.step`;
-4. two verifiers "from a code review", for the chapter's find-the-bug exercises.
+5. two verifiers "from a code review", for the chapter's find-the-bug exercises.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ import numpy as np
 
 from .._validate import as_bool, as_distribution, as_generator, as_int, as_tokens
 from ..core.cache import RecomputeCache
-from ..core.decoding import GenerationStats, speculative_generate
+from ..core.decoding import GenerationStats, _check_model, speculative_generate
 from ..core.exact import output_distribution, target_sequence_distribution
 from ..core.proposers import DraftModel
 from ..core.sampling import (Verification, _ratio_step, _residual, acceptance_probability, check_block, sample_token,
@@ -171,8 +174,8 @@ INVERTED_RATIO = Variant(
 RATIO_WITHOUT_MIN = Variant(
     "ratio without the min",
     "use q/p as the acceptance probability without capping it at 1; ill-formed as a "
-    "probability, yet `u < q/p` and `u < min(1, q/p)` are the same event, so a sampler "
-    "built on it emits exactly the tokens of the correct one",
+    "probability (`u < q/p` and `u < min(1, q/p)` are the same event, so a sampler that "
+    "took it would emit exactly the tokens of the correct one), and the loop refuses it",
     accept=lambda p_x, q_x: q_x / p_x,
 )
 
@@ -223,9 +226,9 @@ STALE_CACHE = Variant(
 # --- The lists the tests and the chapter use -------------------------------------------------
 
 #: Verifier variants that change the output distribution; each must be caught by the exact
-#: enumeration and by the chi-square test.  RATIO_WITHOUT_MIN is not among them: it changes
-#: no sample, and only the enumerator's check that an acceptance probability lies in [0, 1]
-#: flags it.
+#: enumeration and by the chi-square test.  RATIO_WITHOUT_MIN is not among them: it would
+#: change no sample, and the loop refuses it (every coin's probability must lie in [0, 1]);
+#: it is one of the mistakes of :data:`CAUGHT_BY_THE_LOOP`.
 FAULTY = (RESAMPLE_FROM_TARGET, INVERTED_RATIO, MISREPORTED_DRAFT)
 
 #: The six mistakes of the bug-zoo chapter: the five of :data:`REPORTED`, plus the off-by-one
@@ -250,6 +253,106 @@ ZOO_STEP = MappingProxyType({
 #: The sampling controls under which the zoo is shown and tested.  Two of the six mistakes
 #: (RAW_DRAFT_REPORTED, DRAFT_ONLY_WARP) do nothing at all unless some control is on.
 ZOO_SETTINGS = MappingProxyType({"temperature": 0.7, "top_k": 2})
+
+
+# --- Mistakes the loop refuses outright ---------------------------------------------------------
+
+class MisalignedModel:
+    """A model with an off-by-one: it returns one row more than it is given tokens.
+
+    The extra last row favours token 3 (of at least four).  Taking the last ``n`` rows, as a
+    loop that only checked for too *few* rows would, shifts every row by one position: with
+    this model such a loop emitted ``[3 3 3 3 3]``.  The loop refuses it instead.
+    """
+
+    def __init__(self, model: Callable) -> None:
+        vocab = _check_model(model, "model")
+        if vocab < 4:
+            raise ValueError(f"model: the extra row favours token 3, so the vocabulary needs at least 4 tokens, "
+                             f"got {vocab}")
+        self.model, self.vocab_size = model, vocab
+
+    def __call__(self, tokens: np.ndarray) -> np.ndarray:
+        rows = self.model(tokens)
+        extra = np.full((1, self.vocab_size), 0.01)
+        extra[0, 3] = 1.0 - 0.01 * (self.vocab_size - 1)
+        return np.concatenate([rows, extra])
+
+    def __repr__(self) -> str:
+        return f"MisalignedModel({self.model!r})"
+
+
+def _nan_accept(p_x: float, q_x: float) -> float:
+    return float("nan")
+
+
+def _negative_correction(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    return q - p  # the residual without max(0, .) and without normalising
+
+
+#: Mistakes that need no test at all: the loop itself refuses each one, at its boundary, with
+#: an error naming the part and what it returned, before a single token comes out.  Each entry
+#: is ``name -> (description, parts)``: ``parts(target, draft)`` gives the arguments of
+#: :func:`speclib.core.decoding.speculative_generate` that carry the mistake
+#: (:func:`loop_refusals` runs them).
+CAUGHT_BY_THE_LOOP = MappingProxyType({
+    "model returns one row too many": (
+        "a target whose model returns one row more than the tokens it is given (the rows would "
+        "all shift by one position)",
+        lambda target, draft: {"target": MisalignedModel(target)}),
+    "acceptance probability NaN": (
+        "an accept rule that returns NaN (a 0/0), which every comparison with a uniform number "
+        "would read as a rejection",
+        lambda target, draft: {"verifier": functools.partial(verify, accept=_nan_accept)}),
+    RATIO_WITHOUT_MIN.name: (
+        RATIO_WITHOUT_MIN.description.split(";")[0],
+        lambda target, draft: {"verifier": RATIO_WITHOUT_MIN.verifier}),
+    "negative correction row": (
+        "a correction rule that returns q - p, negative where the draft over-proposes",
+        lambda target, draft: {"verifier": functools.partial(verify, accept=lambda p_x, q_x: 0.0,
+                                                              correct=_negative_correction)}),
+    "emits after a rejection": (
+        "a verifier that goes on emitting drafts after the first rejection "
+        "(shipped_verify_b, the second find-the-bug exercise)",
+        lambda target, draft: {"verifier": shipped_verify_b}),
+})
+
+
+def loop_refusals(target: Callable | None = None, draft: Callable | None = None) -> dict[str, str]:
+    """Run each mistake of :data:`CAUGHT_BY_THE_LOOP` through the loop; return the error each one gets.
+
+    ``target`` and ``draft`` default to a Markov pair over four tokens.  Raises AssertionError
+    if a mistake runs to the end (the loop no longer catches it).
+
+    Examples
+    --------
+    >>> refusals = loop_refusals()
+    >>> refusals["model returns one row too many"]
+    'ValueError: target: a model must map tokens of shape (n,) to probabilities of shape (n, 4), exactly one row per token; it returned 5 rows for 4 tokens'
+    """
+    from ..lm.models import markov_pair
+
+    if target is None and draft is None:
+        target, draft = markov_pair(vocab_size=4, draft_noise=0.9, seed=1)
+    elif target is None or draft is None:
+        raise TypeError("target, draft: give both models, or neither (a Markov pair over four tokens)")
+    else:
+        _check_pair(target, draft)
+        if target.vocab_size < 4:
+            raise ValueError(f"target: the misaligned model's extra row favours token 3, so the vocabulary needs "
+                             f"at least 4 tokens, got {target.vocab_size}")
+    speculative_generate(target, draft, [0], 20, 3, 0)  # the correct parts must run (an error here is theirs)
+    out = {}
+    for name, (_, parts) in CAUGHT_BY_THE_LOOP.items():
+        arguments = {"target": target, "draft": draft, "k": 3, **parts(target, draft)}
+        try:
+            speculative_generate(arguments.pop("target"), arguments.pop("draft"), [0], 20, arguments.pop("k"), 0,
+                                 **arguments)
+        except (TypeError, ValueError) as error:
+            out[name] = f"{type(error).__name__}: {error}"
+        else:
+            raise AssertionError(f"{name}: the loop ran to the end")
+    return out
 
 
 # --- A test pair that remembers two tokens ---------------------------------------------------
