@@ -501,3 +501,51 @@ def test_hf_loop_makes_one_target_pass_per_tree_step_or_refuses_and_falls_back(m
     assert len(calls) - before == 3  # three root-to-leaf paths
     c, _ = speculative_generate(target, TreeDraft(draft, (3, 1)), [1, 2, 3], 12, 2, rng=4)
     assert c.tolist() == a.tolist()
+
+
+# --- the book's tree step and shape measurements (speclib.book.trees) ----------------------------
+
+
+def test_node_status_from_the_step_result():
+    from speclib.book.trees import KEPT, REJECTED, UNJUDGED, node_status
+
+    tree = token_tree([5, 6, 7, 8, 9], [-1, -1, -1, 1, 1])
+    # second root candidate kept, then its first child rejected and its second kept (a leaf): bonus
+    assert node_status(tree, Verification(np.array([6, 9, 2]), 2)) == [REJECTED, KEPT, UNJUDGED, REJECTED, KEPT]
+    # every root candidate rejected: a correction
+    assert node_status(tree, Verification(np.array([1]), 0)) == [REJECTED] * 3 + [UNJUDGED] * 2
+    with pytest.raises(ValueError, match="not a child"):
+        node_status(tree, Verification(np.array([8, 1]), 1))
+
+
+def test_a_real_tree_step_is_drawn(model):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from speclib.book.trees import KEPT, node_status, plot_tree_step, tree_step
+
+    draft = random_transformer(CFG, seed=9)
+    step = tree_step(model, TreeDraft(draft, (3, 2)), [1, 2, 3], 3, rng=0)
+    assert step.target_passes == 1 and step.q_rows.shape == (step.tree.size + 1, CFG.vocab_size)
+    status = node_status(step.tree, step.verification)
+    assert status.count(KEPT) == step.verification.n_accepted
+    ax = plot_tree_step(step, label=lambda t: "abcdefghijk"[t])
+    shown = {t.get_text() for t in ax.texts}
+    assert {repr("abcdefghijk"[int(t)]) for t in step.tree.tokens} <= shown
+    assert ("bonus" in shown) != ("correction" in shown)
+    with pytest.raises(ValueError, match="no token tree"):
+        tree_step(model, draft, [1, 2, 3], 2, rng=0)
+
+
+def test_measure_shapes_counts_what_the_loop_did(model):
+    from speclib.book.trees import Shape, measure_shapes, predicted_speedup
+
+    draft = random_transformer(CFG, seed=9)
+    shapes = [Shape("chain", 2, lambda: draft, 2), Shape("tree", 4, lambda: TreeDraft(draft, (2, 1)), 2)]
+    t1, out = measure_shapes(model, shapes, [np.array([1, 2, 3]), np.array([4, 5])], 12)
+    assert t1 > 0 and [m.label for m in out] == ["chain", "tree"]
+    chain, tree = out
+    assert 1 <= chain.tokens_per_pass <= 3 and chain.nodes_per_pass <= 2
+    assert 1 <= tree.tokens_per_pass <= 3 and 2 <= tree.nodes_per_pass <= 4
+    assert all(m.speedup > 0 and m.draft_per_step > 0 for m in out)
+    assert predicted_speedup(2.0, 1.0, 1.0) == 1.0
