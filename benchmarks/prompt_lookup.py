@@ -65,6 +65,8 @@ def main(argv: list[str]) -> int:
     target, _ = markov_pair(vocab_size=16, seed=0, concentration=0.1)
     print(f"speculative_generate with prompt lookup (n = 3..1), k = {K}, Markov target V = 16")
     print(f"{'tokens':>8s} {'indexed ms/token':>17s} {'x at 100':>9s} {'search-afresh ms/token':>23s} {'x at 100':>9s}")
+    for proposer in (PromptLookup(), SearchAfresh()):  # warm up (imports, caches) before timing
+        per_token_ms(target, proposer, 400, 1)
     base = {}
     for n in lengths:
         repeat = 5 if n <= 1_600 else 1
