@@ -505,7 +505,9 @@ class TreeDraft:
         for b in self.levels(k):
             tree = TokenTree(np.array(tokens, dtype=np.int64), np.array(parents, dtype=np.int64),
                              np.arange(len(tokens)))
-            p_rows = score_tree(cache, text, tree, name, timings)  # rows at the root and every node
+            # rows at the root and every node; the pass reads at least the text's last token
+            cache.rollback(min(len(cache), text.size - 1))
+            p_rows = score_tree(cache, text, tree, name, timings)
             passes += 1
             new = []
             for node in frontier:

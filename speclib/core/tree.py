@@ -195,7 +195,7 @@ def score_tree(cache, text: np.ndarray, tree: TokenTree, name: str, timings: dic
     first, as a chain below which the tree hangs.  A cache with ``extend_tree`` (the numpy
     transformer's, the Hugging Face adapter's) scores all of it in one pass and keeps the
     tree pending (:func:`keep_branch` then keeps one branch); any other cache is fed each
-    root-to-leaf path in turn and is left as it was.  ``name`` labels the model in
+    root-to-leaf path in turn and is left holding the text.  ``name`` labels the model in
     errors and in ``timings`` (see :func:`speclib.core.cache.extend_checked`).
     """
     feed = text[len(cache):]
@@ -211,7 +211,7 @@ def score_tree(cache, text: np.ndarray, tree: TokenTree, name: str, timings: dic
         rows = tree_pass(tokens, parents)
         trusted = rows_trusted(cache) and "extend_tree" in vars(type(cache))
     else:
-        rows, trusted = _rows_by_paths(cache, tokens, parents), rows_trusted(cache)
+        rows, trusted = _rows_by_paths(cache, tokens, parents, f), rows_trusted(cache)
     if timings is not None:
         seconds = time.perf_counter() - t0
         timings[name] = timings.get(name, 0.0) + seconds
@@ -223,10 +223,11 @@ def score_tree(cache, text: np.ndarray, tree: TokenTree, name: str, timings: dic
     return rows[f - 1:]
 
 
-def _rows_by_paths(cache, tokens: np.ndarray, parents: np.ndarray) -> np.ndarray:
-    """Every node's row from one ordinary pass per root-to-leaf path; the cache is left as it was."""
+def _rows_by_paths(cache, tokens: np.ndarray, parents: np.ndarray, f: int) -> np.ndarray:
+    """Every node's row from one ordinary pass per root-to-leaf path; the cache then holds the ``f`` fed tokens."""
     base, rows, done = len(cache), None, np.zeros(tokens.size, dtype=bool)
-    leaves = sorted(set(range(tokens.size)) - set(parents.tolist()))
+    parents = parents.tolist()
+    leaves = sorted(set(range(tokens.size)) - set(parents))
     for leaf in leaves:
         path = path_to(parents, leaf)
         cache.rollback(base)
@@ -236,7 +237,7 @@ def _rows_by_paths(cache, tokens: np.ndarray, parents: np.ndarray) -> np.ndarray
         fresh = ~done[path]
         rows[np.array(path)[fresh]] = out[fresh]
         done[path] = True
-    cache.rollback(base)
+    cache.rollback(base + f)  # every path starts with the fed tokens
     return rows
 
 
@@ -244,7 +245,7 @@ def keep_branch(cache, text_length: int, tree: TokenTree, node: int) -> None:
     """After :func:`score_tree`: keep the fed text and the branch of ``tree`` ending at ``node`` (-1: none).
 
     Only a cache that scored the tree in one pass holds it (``accept_tree``); any other
-    is left as it is (the next pass feeds what it lacks).
+    already holds the text, and is left as it is.
     """
     accept = getattr(cache, "accept_tree", None)
     if callable(accept) and getattr(cache, "scores_trees", True):
