@@ -65,9 +65,17 @@ def export_model(model: Transformer, directory: str | Path, tokenizer=None) -> P
 
     if not isinstance(model, Transformer):
         raise TypeError(f"model: expected a speclib.lm.transformer.Transformer, got {type(model).__name__}")
+    from transformers.utils import logging as hf_logging
+
     directory = Path(directory)
     net = to_gpt2(model)
-    net.save_pretrained(directory)
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a few megabytes: no progress bars on the terminal
+    try:
+        net.save_pretrained(directory)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
     (char_tokenizer() if tokenizer is None else tokenizer).save_pretrained(directory)
     return directory
 
