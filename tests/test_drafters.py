@@ -141,16 +141,20 @@ def test_first_step_is_plain_and_then_heads_draft():
 
 @pytest.fixture(scope="module")
 def code_ids():
-    return shared_vocabulary().encode(load_corpus("code").heldout[:400])
+    return shared_vocabulary().encode(load_corpus("code").heldout[:200])
+
+
+@pytest.fixture(scope="module")
+def shipped_target():
+    return load_drafter("pair").target
 
 
 @pytest.mark.parametrize("name", ["distilled", "medusa", "eagle", "early-exit"])
-def test_shipped_drafter_loads_and_accepts_sanely(name, code_ids):
+def test_shipped_drafter_loads_and_accepts_sanely(name, code_ids, shipped_target):
     path = DATA_DIR / DRAFTER_FILES[name]
     if not path.is_file():
         pytest.skip(f"{path.name} not trained yet")
-    target = load_drafter("pair").target
-    q, p = teacher_forced_rows(name, target, code_ids)
+    q, p = teacher_forced_rows(name, shipped_target, code_ids)
     alpha = float(np.minimum(p[0], q[0]).sum(axis=1).mean())
     uniform = float(np.minimum(1.0 / q[0].shape[1], q[0]).sum(axis=1).mean())
     # The control: a uniform guess.  A drafter that learned anything beats it three times
@@ -160,8 +164,8 @@ def test_shipped_drafter_loads_and_accepts_sanely(name, code_ids):
 
 def test_every_name_drafts_through_the_one_loop():
     for name in DRAFTER_NAMES:
-        if name in DRAFTER_FILES and not (DATA_DIR / DRAFTER_FILES[name]).is_file():
-            continue
+        if name == "ngram" or name in DRAFTER_FILES and not (DATA_DIR / DRAFTER_FILES[name]).is_file():
+            continue  # (the n-gram, slow to count, runs in tests/test_cli_drafters.py)
         drafter = load_drafter(name, temperature=1.0)
         tokens, stats = speculative_generate(drafter.target, drafter, shared_vocabulary().encode("def f"), 12,
                                              k=3, rng=0)
