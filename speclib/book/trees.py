@@ -134,7 +134,8 @@ def plot_tree_step(step: TreeStep, label: Callable[[int], str] = str, ax=None, t
     n_emitted = len(out.tokens)
     if n_emitted > out.n_accepted:
         lx, ly = (0, root_y) if last < 0 else (depth[last], y[last])
-        extra_y = ly - 0.6 if any(tree.parents[c] == last for c in range(tree.size)) else ly
+        below = [y[c] for c in range(tree.size) if tree.parents[c] == last]
+        extra_y = min(below) - 0.8 if below else ly  # under the rejected candidates, or after the leaf
         ax.plot([lx, lx + 1], [ly, extra_y], color="tab:blue", ls="--", lw=1.5, zorder=0)
         is_bonus = last >= 0 and not any(tree.parents[c] == last for c in range(tree.size))
         ax.text(lx + 1, extra_y, repr(label(int(out.tokens[-1]))), ha="center", va="center",
@@ -145,7 +146,7 @@ def plot_tree_step(step: TreeStep, label: Callable[[int], str] = str, ax=None, t
         ax.plot([], [], color=colour, lw=2, label=name)
     ax.plot([], [], color="tab:blue", ls="--", label="emitted by the target")
     ax.set_xlim(-0.5, depth.max() + 1.5)
-    ax.set_ylim(-1.2, max(leaf[0] - 1, 0) + 0.6)
+    ax.set_ylim(min(-0.6, extra_y - 0.9) if n_emitted > out.n_accepted else -0.6, max(leaf[0] - 1, 0) + 0.6)
     ax.set_xticks(range(int(depth.max()) + 2))
     ax.set_xlabel("depth below the last token of the text (0: that token)")
     ax.set_yticks([])
