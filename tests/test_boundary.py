@@ -134,7 +134,7 @@ def test_rows_over_the_wrong_vocabulary_or_of_the_wrong_kind_are_refused(pair):
     (np.array([0.5, 0.5]), ValueError, r"shape \(n, V\); it returned an array of shape \(2,\)"),
     (np.full((1, 1, 2), 0.5), ValueError, r"it returned an array of shape \(1, 1, 2\)"),
     (np.zeros((1, 0)), ValueError, "empty vocabulary"),
-    (np.full((2, 2), 0.5), ValueError, "it returned 2 rows for 1 tokens"),
+    (np.full((2, 2), 0.5), ValueError, "it returned 2 rows for 1 token"),
     (0.5, ValueError, r"it returned an array of shape \(\)"),
     (np.array([["a", "b"]]), TypeError, "dtype <U1"),
     (None, TypeError, "dtype object"),

@@ -263,7 +263,7 @@ def checked_rows(rows: object, name: str, n: int | None = None, vocab_size: int 
     array([[0.5, 0.5]])
     >>> checked_rows([[0.5, 0.5], [1.0, 0.0]], "target", n=1)
     Traceback (most recent call last):
-    ValueError: target: a model must map tokens of shape (n,) to probabilities of shape (n, V), exactly one row per token; it returned 2 rows for 1 tokens
+    ValueError: target: a model must map tokens of shape (n,) to probabilities of shape (n, V), exactly one row per token; it returned 2 rows for 1 token
     """
     if type(name) is not str:
         raise TypeError(f"name: expected the model's name (a string), got {type(name).__name__}")
@@ -278,7 +278,8 @@ def checked_rows(rows: object, name: str, n: int | None = None, vocab_size: int 
     if rows.ndim != 2:
         raise ValueError(f"{must}; it returned an array of shape {rows.shape}")
     if n is not None and rows.shape[0] != n:
-        raise ValueError(f"{must}, exactly one row per token; it returned {rows.shape[0]} rows for {n} tokens")
+        raise ValueError(f"{must}, exactly one row per token; it returned {rows.shape[0]} "
+                         f"row{'' if rows.shape[0] == 1 else 's'} for {n} token{'' if n == 1 else 's'}")
     if vocab_size is not None and rows.shape[1] != vocab_size:
         raise ValueError(f"{must}; it returned rows of {rows.shape[1]} probabilities")
     if rows.shape[1] == 0:
