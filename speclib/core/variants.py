@@ -10,10 +10,10 @@ Exact variants (the output follows the target's distribution):
   draft model; the proposal is what followed an earlier occurrence of the text's last ``n``
   tokens.  A deterministic proposal is a draft whose row is a point mass, so the ordinary
   ratio rule verifies it: keep ``x`` with probability ``q(x)``, else draw from ``q`` without ``x``.
-* **Several drafts at once** (:class:`speclib.core.proposers.MultiDraft` with
-  :func:`multi_draft_verify`): ``m`` independent draft sequences verified together with
-  SpecInfer's recursive rejection: each candidate is tested against the residual left by the
-  ones rejected before it.
+* **Several drafts at once, token trees** (:class:`speclib.core.proposers.MultiDraft`,
+  :class:`speclib.core.proposers.TreeDraft`, with :func:`multi_draft_verify`): a tree of
+  candidates scored in one target pass and verified with SpecInfer's recursive rejection:
+  each candidate is tested against the residual left by the ones rejected before it.
 * **Exact-match verification** (:func:`exact_match_verify`): the target draws its own token
   ``y ~ q``; a draft ``x`` is kept iff ``y == x``, and on a mismatch ``y`` itself is emitted.
   The emitted token is always ``y``, so the output is exact; a draft survives with

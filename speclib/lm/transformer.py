@@ -22,7 +22,9 @@ Sequences longer than the model's ``block_size`` ``B`` are read through a window
 restarts every ``B / 2`` tokens: position ``i`` sees the tokens from
 :func:`window_start` ``(i, B)`` to ``i``, numbered from 0 inside the window.  The full
 forward pass and the cache follow the same rule, so both compute the same distributions
-for any length; the cache re-reads the last ``B / 2`` tokens whenever the window moves.
+for any length; the cache re-reads the last ``B / 2`` tokens whenever the window moves, and
+keeps the window before the move, so that a rollback behind it does not re-read anything.
+:meth:`KVCache.extend_tree` scores a whole token tree in one pass (tree attention).
 
 Weights are stored as float16 in ``.npz`` files (see :func:`save_transformer`); inference
 computes in float32.
