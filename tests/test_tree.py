@@ -549,3 +549,54 @@ def test_measure_shapes_counts_what_the_loop_did(model):
     assert 1 <= tree.tokens_per_pass <= 3 and 2 <= tree.nodes_per_pass <= 4
     assert all(m.speedup > 0 and m.draft_per_step > 0 for m in out)
     assert predicted_speedup(2.0, 1.0, 1.0) == 1.0
+
+
+# --- growing a pending tree: a drafter that expands level by level pays for each node once --------
+
+
+def test_grown_tree_rows_equal_plain_passes_and_keep_like_a_plain_cache(model):
+    rng = np.random.default_rng(12)
+    for _ in range(5):
+        prefix = rng.integers(0, CFG.vocab_size, int(rng.integers(1, 8)))
+        tokens, parents = random_tree(rng, 8, CFG.vocab_size)
+        split = int(rng.integers(1, 8))
+        cache = model.cache(features=True)
+        cache.extend(prefix)
+        first = cache.extend_tree_logits(tokens[:split], parents[:split])
+        before = cache.tokens_computed
+        grown = cache.grow_tree_logits(tokens[split:], parents[split:])
+        assert cache.tokens_computed - before == tokens.size - split  # the old nodes are not run again
+        rows = np.concatenate([first, grown])
+        for node in range(tokens.size):
+            want = plain_rows(model, prefix, tokens[path_to(parents, node)])[-1]
+            np.testing.assert_allclose(rows[node], want, atol=ATOL)
+        node = int(rng.integers(-1, tokens.size))
+        cache.accept_tree(node)
+        plain = model.cache(features=True)
+        plain.extend(np.concatenate([prefix, tokens[path_to(parents, node)]]))
+        np.testing.assert_allclose(cache.features, plain.features, atol=ATOL)
+        more = rng.integers(0, CFG.vocab_size, 4)
+        np.testing.assert_allclose(cache.extend_logits(more), plain.extend_logits(more), atol=ATOL)
+
+
+def test_tree_draft_grows_its_tree_and_proposes_what_a_path_by_path_draft_proposes(model):
+    draft = random_transformer(CFG, seed=13)
+    text = np.array([3, 1, 4, 1, 5])
+    for branching, k in (((2, 2), 3), ((3,), 2)):
+        growing, by_paths = TreeDraft(draft, branching, sample=True), TreeDraft(Uncached(draft), branching,
+                                                                                 sample=True)
+        growing.start(text, CFG.vocab_size)
+        by_paths.start(text, CFG.vocab_size)
+        a = growing.propose(text, k, None, as_chooser(5), None)
+        b = by_paths.propose(text, k, None, as_chooser(5), None)
+        assert a.tree.tokens.tolist() == b.tree.tokens.tolist() and a.passes == b.passes == k
+        np.testing.assert_allclose(a.rows, b.rows, atol=1e-6)
+        # each node but the last level's went through the draft once, after the text
+        last_level = int((depths_of(a.tree) == k).sum())
+        assert growing.draft.cache.tokens_computed == text.size + a.tree.size - last_level
+
+
+def depths_of(tree):
+    from speclib.core.tree import depths
+
+    return depths(tree.parents)

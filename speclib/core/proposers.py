@@ -26,6 +26,7 @@ A proposer follows three calls:
 
 from __future__ import annotations
 
+import time
 from typing import Callable, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
@@ -500,6 +501,8 @@ class TreeDraft:
         if cache is None:
             raise RuntimeError(f"{name}: propose() before start(): a generation begins with start(prompt, vocab_size)")
         text, k = _loop_text(text), _draft_length(k)
+        if callable(getattr(cache, "grow_tree", None)) and getattr(cache, "scores_trees", True) and k:
+            return self._propose_growing(cache, name, text, k, choose, timings)
         tokens, parents, rows = [], [], []
         frontier, passes = [-1], 0
         for b in self.levels(k):
@@ -522,6 +525,41 @@ class TreeDraft:
         tree = TokenTree(np.array(tokens, dtype=np.int64), np.array(parents, dtype=np.int64), np.arange(len(tokens)))
         if not tokens:
             return Proposal(np.zeros(0, dtype=np.int64), np.zeros((0, self.vocab_size)), passes)
+        return Proposal(tree.tokens, np.array(rows), passes, tree)
+
+    def _propose_growing(self, cache, name: str, text: np.ndarray, k: int, choose, timings) -> Proposal:
+        """The same tree from a cache that grows a pending tree: each node goes through the draft once.
+
+        The first pass reads the text the cache lacks (at least its last token) as a pending
+        chain; each later pass adds one level below it (``grow_tree``) and returns its rows.
+        """
+        cache.rollback(min(len(cache), text.size - 1))
+        feed = text[len(cache):]
+        f = feed.size
+        t0 = time.perf_counter()
+        p_frontier = [cache.extend_tree(feed, np.arange(-1, f - 1))[-1]]
+        tokens, parents, rows, frontier, passes = [], [], [], [-1], 1
+        levels = self.levels(k)
+        for d, b in enumerate(levels):
+            new = []
+            for node, p in zip(frontier, p_frontier):
+                for x, row in self._children(p, b, choose):
+                    tokens.append(x)
+                    parents.append(node)
+                    rows.append(row)
+                    new.append(len(tokens) - 1)
+            frontier = new
+            if d + 1 < len(levels) and frontier:  # rows below this level: one more pass
+                grown = np.array([f - 1 if parents[i] < 0 else f + parents[i] for i in frontier])
+                p_frontier = list(cache.grow_tree(np.array([tokens[i] for i in frontier]), grown))
+                passes += 1
+        cache.rollback(len(cache))  # forget the pending tree: the cache keeps what it had read
+        if timings is not None:
+            seconds = time.perf_counter() - t0
+            timings[name] = timings.get(name, 0.0) + seconds
+        if not tokens:
+            return Proposal(np.zeros(0, dtype=np.int64), np.zeros((0, self.vocab_size)), passes)
+        tree = TokenTree(np.array(tokens, dtype=np.int64), np.array(parents, dtype=np.int64), np.arange(len(tokens)))
         return Proposal(tree.tokens, np.array(rows), passes, tree)
 
     def accept(self, length: int) -> None:

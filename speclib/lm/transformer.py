@@ -544,6 +544,8 @@ class KVCache:
             return self._tree_by_paths(tokens, parents)
         self._enter_window(length)
         filled = self._filled
+        if filled + n > self._keys.shape[2]:  # more nodes than the slots beyond the window
+            return self._tree_by_paths(tokens, parents)
         feats = np.empty((n, self.model.config.d_model), dtype=np.float32) if self.keep_features else None
         if is_chain(parents):  # the ordinary pass, bit for bit
             out = self._run(tokens, feats)
@@ -552,6 +554,46 @@ class KVCache:
             mask[:, filled:][~ancestor_mask(parents)] = -np.inf
             out = self._run(tokens, feats, filled + depth - 1, mask)
         self._tree = _PendingTree(length, filled, tokens, parents, feats)
+        return out
+
+    def grow_tree(self, tokens: np.ndarray, parents: np.ndarray) -> np.ndarray:
+        """:meth:`grow_tree_logits` as next-token distributions at the model's temperature."""
+        return _softmax(self.grow_tree_logits(tokens, parents), self.model.temperature)
+
+    def grow_tree_logits(self, tokens: np.ndarray, parents: np.ndarray) -> np.ndarray:
+        """Add nodes below the pending tree in one pass; the raw scores of the new nodes only.
+
+        ``parents[i]`` is ``-1`` (the last fed token), a node of the pending tree
+        (``0 .. n - 1``) or an earlier new node (``n + j``).  The pending tree's nodes are not
+        computed again: their keys are in place, so a drafter that expands a tree level by
+        level pays for each node once.  Rows and the pending tree are then those
+        :meth:`extend_tree` would give for the whole grown tree.
+        """
+        from ..core.tree import ancestor_mask, check_parents, depths
+
+        tree = self._tree
+        if tree is None or tree.length != self._length or (tree.slot >= 0 and tree.slot != self._filled):
+            raise ValueError("grow_tree: no tree is pending (call extend_tree first)")
+        tokens = fed_tokens(tokens, self.model.vocab_size)
+        n_old, n = tree.tokens.size, tokens.size
+        all_tokens = np.concatenate([tree.tokens, tokens])
+        all_parents = check_parents(np.concatenate([tree.parents, np.asarray(parents, dtype=np.int64).reshape(-1)])
+                                    if not isinstance(parents, (str, bytes)) else parents, n_old + n)
+        if n == 0:
+            return np.zeros((0, self.model.vocab_size), dtype=np.float32)
+        depth = depths(all_parents)
+        block, slot = self.model.config.block_size, tree.slot
+        if (slot < 0 or window_start(self._length + int(depth.max()) - 1, block) != self._start
+                or slot + n_old + n > self._keys.shape[2]):
+            return self.extend_tree_logits(all_tokens, all_parents)[n_old:]
+        end = slot + n_old + n
+        mask = np.zeros((n, end), dtype=np.float32)
+        mask[:, slot:][~ancestor_mask(all_parents)[n_old:]] = -np.inf
+        feats = np.empty((n, self.model.config.d_model), dtype=np.float32) if self.keep_features else None
+        self.tokens_computed += n
+        out = self.model._run(tokens, slot + n_old, self._keys, self._values, feats, slot + depth[n_old:] - 1, mask)
+        features = None if feats is None else np.concatenate([tree.features, feats])
+        self._tree = _PendingTree(tree.length, slot, all_tokens, all_parents, features)
         return out
 
     def _tree_by_paths(self, tokens: np.ndarray, parents: np.ndarray) -> np.ndarray:
