@@ -22,8 +22,9 @@ export it reuses).  Deterministic given ``--seed`` and ``--threads``.
    - ``eagle``: one transformer block of width ``d_model`` without position embeddings,
      fed ``fc([feature at t, embedding of token t+1])``, whose output (final layer norm,
      projection to the target's width) predicts the feature at ``t + 1``; smooth-L1 on
-     the feature plus ``ce_weight`` x cross-entropy of the next token through the target's
-     head, with uniform noise on the input features (EAGLE);
+     the feature, plus ``soft_weight`` x cross-entropy through the target's head to the
+     target's own row for the token at ``t + 2`` (its soft labels) and ``ce_weight`` x
+     cross-entropy to the token itself, with uniform noise on the input features (EAGLE);
    - ``early-exit``: the target's first ``EXIT_LAYER`` blocks (frozen) and a trained exit
      (a layer norm and an untied output matrix, initialised from the target's), on the KL
      divergence to the target's soft labels (LayerSkip's exit, as self-distillation).
@@ -75,7 +76,8 @@ EXIT_LAYER = 1
 #: Training settings of each drafter (``steps`` sized for a few minutes of one core each).
 SETTINGS = {
     "medusa": dict(heads=4, steps=400, batch=16, lr=2e-3, warmup=30, decay=0.8),
-    "eagle": dict(d_model=128, n_heads=4, steps=1000, batch=16, lr=3e-3, warmup=50, noise=0.1, ce_weight=0.1),
+    "eagle": dict(d_model=128, n_heads=4, steps=1500, batch=16, lr=3e-3, warmup=50, noise=0.1, ce_weight=0.0,
+                  soft_weight=1.0),
     "early-exit": dict(exit_layer=EXIT_LAYER, steps=300, batch=32, lr=3e-3, warmup=30),
     "distilled": dict(steps=600, batch=32, lr=1e-3, warmup=50, init="the shipped draft (neural_draft.npz)"),
 }
@@ -330,18 +332,20 @@ def train(name: str, target: Transformer, out: dict, seed: int = 0, steps: int |
 @torch.no_grad()
 def heldout_figures(name: str, target: Transformer, path: Path, heldout: dict[str, dict]) -> dict:
     """Held-out bits/char (next-character models) and teacher-forced acceptance of the shipped file."""
-    from speclib.lm.drafters import teacher_forced_rows
+    from speclib.lm.drafters import teacher_forced_logits
+    from speclib.lm.transformer import softmax_rows
 
     figures: dict = {"heldout_acceptance": {}, "heldout_acceptance_by_temperature": {}}
     if name in ("distilled", "early-exit"):
         from speclib.lm.drafters import load_drafter_model
 
         figures["heldout_bits_per_char"] = evaluate(load_drafter_model(name, path=path, target=target))
-    for t in TEMPERATURES:
-        by_domain = figures["heldout_acceptance_by_temperature"].setdefault(f"{t:g}", {})
-        for domain, ids in heldout.items():
-            rows_q, rows_p = teacher_forced_rows(name, target, ids, path=path, temperature=t)
-            by_domain[domain] = [round(float(np.minimum(p, q).sum(-1).mean()), 4) for p, q in zip(rows_p, rows_q)]
+    for domain, ids in heldout.items():
+        logits_q, logits_p = teacher_forced_logits(name, target, ids, path=path)
+        for t in TEMPERATURES:
+            by_domain = figures["heldout_acceptance_by_temperature"].setdefault(f"{t:g}", {})
+            by_domain[domain] = [round(float(np.minimum(softmax_rows(p, t), softmax_rows(q, t)).sum(-1).mean()), 4)
+                                 for p, q in zip(logits_p, logits_q)]
     figures["heldout_acceptance"] = figures["heldout_acceptance_by_temperature"]["1"]
     return figures
 
@@ -366,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     heldout = {d: vocab.encode(t) for d, t in heldout_slices().items()}
     names = ORDER if "all" in args.drafter else args.drafter
     if args.evaluate:
-        for name in ["pair"] + list(names):
+        for name in (["pair"] if "all" in args.drafter else []) + list(names):
             path = DATA_DIR / ("neural_draft.npz" if name == "pair" else DRAFTER_FILES[name])
             figures = heldout_figures(name, target, path, heldout)
             print(name, figures, flush=True)

@@ -456,31 +456,40 @@ def teacher_forced_rows(name: str, target: Transformer, ids: np.ndarray, path: s
                         temperature: float = 1.0):
     """Rows of the drafter and of the target for the same tokens of ``ids``, at ``temperature``.
 
+    The softmax of :func:`teacher_forced_logits` (see there).
+    """
+    t = as_real(temperature, "temperature", low=0.0)
+    q, p = teacher_forced_logits(name, target, ids, path)
+    return [_softmax(z, t) for z in q], [_softmax(z, t) for z in p]
+
+
+def teacher_forced_logits(name: str, target: Transformer, ids: np.ndarray, path: str | Path | None = None):
+    """Logits of the drafter and of the target for the same tokens of ``ids``.
+
     Returns ``(q_rows, p_rows)``, two lists with one array per draft position: for
     ``medusa`` one per head (head ``i`` at position ``t`` against the target's row for the
     token at ``t + i + 2``), for the others one.  Every drafter reads the true text and the
     target's hidden states of it (teacher forcing), so ``sum_x min(p, q)`` is the acceptance
     rate of the drafter's first draft (head ``i``'s draft ``i + 1`` for Medusa) on that text.
     """
-    t = as_real(temperature, "temperature", low=0.0)
     target = _check_target(target).with_temperature(1.0)
     cache = KVCache(target, features=True)
-    q = _softmax(cache.extend_logits(np.asarray(ids, dtype=np.int64)), t)
+    q = cache.extend_logits(np.asarray(ids, dtype=np.int64)).astype(np.float64)
     feats = cache.features
     if name in ("distilled", "early-exit", "pair"):
         model = (load_transformer(DATA_DIR / "neural_draft.npz" if path is None else path) if name == "pair"
                  else load_drafter_model(name, path, target))
-        return [q], [_softmax(KVCache(model).extend_logits(np.asarray(ids, dtype=np.int64)), t)]
+        return [q], [KVCache(model).extend_logits(np.asarray(ids, dtype=np.int64)).astype(np.float64)]
     drafter = load_drafter(name, 1.0, target=target, path=path)
     if name == "medusa":
         logits = drafter.head_logits(feats)
         n = feats.shape[0]
         return ([q[i + 1:] for i in range(drafter.heads)],
-                [_softmax(logits[:n - i - 1, i], t) for i in range(drafter.heads)])
+                [logits[:n - i - 1, i].astype(np.float64) for i in range(drafter.heads)])
     if name == "eagle":  # entry j = (f_j, ids[j + 1]) predicts f_{j+1}, the target's row q[j + 1]
         ids = np.asarray(ids, dtype=np.int64)
         m = ids.size - 1
         pred = np.concatenate([drafter._pass(feats[s:min(m, s + 64)], ids[s + 1:min(m, s + 64) + 1])
                                for s in range(0, m, 64)])
-        return [q[1:]], [_softmax(pred @ drafter._w_out, t)]
+        return [q[1:]], [(pred @ drafter._w_out).astype(np.float64)]
     raise ValueError(f"name: no teacher-forced rows for {name!r}")
