@@ -13,7 +13,9 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from .._validate import MAX_NEW_TOKENS, as_int, as_real, as_tokens
 from ..core.decoding import _target_rows, prepare_run
+from ..core.proposers import check_model
 from ..core.sampling import Verification, as_chooser
 from ..core.tree import TokenTree, depths
 
@@ -189,8 +191,15 @@ def measure_shapes(target, draft_shapes: list[Shape], prompts: list, n_new: int,
     from ..core.decoding import autoregressive_generate, speculative_generate
     from ..lm.transformer import blas_threads
 
-    if not draft_shapes or not all(isinstance(s, Shape) for s in draft_shapes):
+    if not isinstance(draft_shapes, (list, tuple)) or not draft_shapes or \
+            not all(isinstance(s, Shape) for s in draft_shapes):
         raise TypeError("draft_shapes: expected a non-empty list of Shape")
+    vocab = check_model(target, "target")
+    if not isinstance(prompts, (list, tuple)) or not prompts:
+        raise TypeError("prompts: expected a non-empty list of token arrays")
+    prompts = [as_tokens(p, f"prompts[{i}]", vocab, allow_empty=False) for i, p in enumerate(prompts)]
+    n_new = as_int(n_new, "n_new", minimum=1, maximum=MAX_NEW_TOKENS)
+    seed = as_int(seed, "seed", minimum=0)
     plain_s, plain_passes, plain_model = 0.0, 0, 0.0
     acc = {s.label: dict(seconds=0.0, tokens=0, passes=0, nodes=0, draft=0.0) for s in draft_shapes}
     with blas_threads(1):
@@ -230,4 +239,9 @@ def predicted_speedup(tokens_per_pass: float, verify_ratio: float, draft_per_ste
     >>> predicted_speedup(3.0, 1.5, 0.5)
     1.5
     """
-    return float(tokens_per_pass) / (float(verify_ratio) + float(draft_per_step))
+    tokens_per_pass = as_real(tokens_per_pass, "tokens_per_pass", low=0.0)
+    verify_ratio = as_real(verify_ratio, "verify_ratio", low=0.0)
+    draft_per_step = as_real(draft_per_step, "draft_per_step", low=0.0)
+    if verify_ratio + draft_per_step <= 0:
+        raise ValueError("verify_ratio: a step must cost something (verify_ratio + draft_per_step > 0)")
+    return tokens_per_pass / (verify_ratio + draft_per_step)
