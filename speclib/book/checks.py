@@ -809,8 +809,12 @@ def check_fixed_verifier(fixed_verify) -> None:
                             f"row; with drafts [1, 2, 0] and a bonus row [0, 0, 1] you returned {tokens.tolist()}")
     target, draft = broken.zoo_pair()
     reference = target_sequence_distribution(target, [0], 3)
-    result = audit(lambda n, rng: speculative_generate(target, draft, [0], n, 3, rng, verifier=fixed_verify),
-                   reference, n_samples=1500, rng=2024)
+    try:
+        result = audit(lambda n, rng: speculative_generate(target, draft, [0], n, 3, rng, verifier=fixed_verify),
+                       reference, n_samples=1500, rng=2024)
+    except ValueError as error:  # the loop refuses an answer that contradicts itself
+        raise ExerciseError(f"the decoding loop refused what your verifier returned: {error}. Do the tokens "
+                            "it emits agree with the n_accepted it reports?") from None
     if not result.passed:
         raise ExerciseError(f"the audit (k = 3, 1500 samples of 3 tokens) rejects your verifier: p-value "
                             f"{result.pvalue:.2g} < {AUDIT_LEVEL:g}. What may a step emit after its first rejection?")
