@@ -44,6 +44,7 @@ def test_each_sequence_gets_its_own_rows_and_cache(seed):
             assert r.shape == (t.size, CFG.vocab_size) and r.dtype == np.float32
             np.testing.assert_allclose(r, a.extend_logits(t), atol=2e-5, rtol=1e-4)
             _assert_same_cache(c, a)
+            assert c.tokens_computed == a.tokens_computed  # the batched pass counts its tokens too
         for c, a in zip(caches, alone):  # a rejection: both roll back alike
             keep = int(rng.integers(max(1, len(c) - 4), len(c) + 1))
             c.rollback(keep)
