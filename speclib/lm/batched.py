@@ -178,6 +178,6 @@ def _run_stacked(model: Transformer, caches: list[KVCache], feeds: list[np.ndarr
             cache._features[cache._length:cache._length + sizes[s]] = x[lo:hi]
         cache._append(feeds[s])
         cache._filled += sizes[s]
-
+        cache.tokens_computed += sizes[s]  # as the cache's own pass counts them
         rows.append(logits[lo:hi])
     return rows
