@@ -49,7 +49,8 @@ def test_generate_with_each_drafter(name, capsys):
 def test_greedy_eagle_writes_the_targets_greedy_text(capsys):
     if not _available("eagle"):
         pytest.skip("eagle: weights not trained yet")
-    assert cli.main(["generate", "--pair", "neural", "--draft", "eagle", "--greedy", "--new-tokens", "30"]) == 0
+    assert cli.main(["generate", "--pair", "neural", "--draft", "eagle", "--domain", "code", "--greedy",
+                     "--new-tokens", "30"]) == 0
     out = capsys.readouterr().out
     want, _ = autoregressive_generate(load_pair(0.0)[0], shared_vocabulary().encode("def "), 30, rng=0)
     assert out.startswith("def " + shared_vocabulary().decode(want) + "\n")
