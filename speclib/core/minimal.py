@@ -52,17 +52,17 @@ def speculative_sample(target: Callable, draft: Callable, prompt, n: int, k: int
 def _speculative_sample(target, draft, text, n, k, rng):
     end = len(text) + n
     while len(text) < end:
-        k_step = min(k, end - len(text))  # draft no more than is still needed
+        k_step = min(k, end - len(text))  # no more than still needed
         # 1. Draft: k tokens from p, one at a time, keeping each row.
         xs, p_rows = [], []
         for _ in range(k_step):
             p = draft(np.array(text + xs))[-1]
             xs.append(_draw(p, rng))
             p_rows.append(p)
-        # 2. Verify: one target pass scores every drafted position and the one after.
+        # 2. Verify: one target pass scores every draft and one more.
         q_rows = target(np.array(text + xs))[-(k_step + 1):]
-        # 3. Accept x with probability min(1, q(x)/p(x)); at the first rejection draw
-        #    from the residual max(0, q - p) / Z instead, and stop.
+        # 3. Keep x with probability min(1, q(x)/p(x)); at the first
+        #    rejection draw from the residual max(0, q - p) / Z, stop.
         for i, x in enumerate(xs):
             if rng.random() < min(1.0, q_rows[i][x] / p_rows[i][x]):
                 text.append(x)
@@ -71,6 +71,6 @@ def _speculative_sample(target, draft, text, n, k, rng):
             text.append(_draw(residual / residual.sum(), rng))
             break
         else:
-            # 4. Bonus: every draft survived, and the pass already scored one more row.
+            # 4. Bonus: all drafts kept; the pass scored one more row.
             text.append(_draw(q_rows[k_step], rng))
     return np.array(text[end - n:end], dtype=np.int64)
