@@ -648,3 +648,47 @@ def _checked_block(verifier: Callable) -> Callable:
 
 shipped_verify_a = _checked_block(shipped_verify_a)
 shipped_verify_b = _checked_block(shipped_verify_b)
+
+
+# --- Chapter 9b: a heads drafter that samples from truncated rows ----------------------------
+
+def shipped_topk_block(head_rows, choose, top_k):
+    """A Medusa-style block as a contributor might ship it: draft ``i`` comes from head ``i``'s
+    row cut to its ``top_k`` most likely tokens (to draft confident tokens only).
+
+    Faulty: it returns the heads' full rows, not the truncated rows the drafts were drawn
+    from, so the verifier divides by the wrong probabilities.  Exercise ex-09b-3.
+    """
+    from ..core.warping import warp_distribution
+
+    rows = np.asarray(head_rows, dtype=float)
+    tokens = np.array([choose.token(warp_distribution(row, top_k=top_k)) for row in rows], dtype=np.int64)
+    return tokens, rows
+
+
+class HeadsBlockProposer:
+    """A proposer whose block comes from ``block(head_rows, choose, top_k)``: context-free heads.
+
+    Head ``i``'s row is ``head_rows[i]`` whatever the text (Medusa's heads, stripped to what
+    the verification needs), so the exact enumerator can replay a whole generation with any
+    ``block`` function, a student's included.
+    """
+
+    def __init__(self, block, head_rows, top_k: int = 2) -> None:
+        if not callable(block):
+            raise TypeError(f"block: expected a function (head_rows, choose, top_k) -> (tokens, rows), "
+                            f"got {type(block).__name__}")
+        self.block, self.head_rows, self.top_k = block, np.asarray(head_rows, dtype=float), top_k
+        self.vocab_size = self.head_rows.shape[1]
+
+    def start(self, prompt, vocab_size: int) -> None:
+        pass
+
+    def propose(self, text, k: int, policy, choose, timings):
+        from ..core.proposers import Proposal
+
+        tokens, rows = self.block(self.head_rows[:k], choose, self.top_k)
+        return Proposal(np.asarray(tokens, dtype=np.int64), np.asarray(rows, dtype=float), 1)
+
+    def accept(self, length: int) -> None:
+        pass

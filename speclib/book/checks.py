@@ -1323,3 +1323,47 @@ def check_rows_over_vocabulary(rows_over_vocabulary) -> None:
             raise ExerciseError(f"{where}: your rows sum to 1 but are not the softmax of the real ids' "
                                 "logits. Which columns are the real ids?")
     passed("rows_over_vocabulary gives the softmax over the real ids on every case tried.")
+
+
+# --- Chapter 9b: better drafts -------------------------------------------------------------
+
+#: Heads of ex-09b-3: three context-free rows over the bug zoo's three tokens.
+HEAD_ROWS_09B = ((0.5, 0.3, 0.2), (0.2, 0.5, 0.3), (0.1, 0.3, 0.6))
+
+
+@_expects("fixed_topk_block(head_rows, choose, top_k)")
+def check_fixed_topk_block(fixed_topk_block) -> None:
+    """Exercise ex-09b-3: a top-k heads block whose output follows the target exactly.
+
+    The block drives :class:`speclib.book.broken.HeadsBlockProposer` in the one loop on the bug
+    zoo's pair; the exact enumerator replays every branch (k = 3, three tokens) and the law
+    must equal the target's.  With ``top_k = 1`` every draft must still be the head's most
+    likely token (the fix keeps the truncation; it reports the row it drew from).
+    """
+    import numpy as np
+
+    from . import broken
+    from ..core.exact import output_distribution, target_sequence_distribution
+    from ..core.sampling import Sampler
+
+    rows = np.array(HEAD_ROWS_09B)
+    out = call_student(fixed_topk_block, rows, Sampler(np.random.default_rng(0)), 1)
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise ExerciseError(f"your block returned {_describe(out)}; return a pair (tokens, rows)")
+    tokens = _token_array(out[0], "the tokens your block returned")
+    if tokens.tolist() != rows.argmax(axis=1).tolist():
+        raise ExerciseError(f"with top_k = 1 every draft should be its head's most likely token "
+                            f"{rows.argmax(axis=1).tolist()}; yours drafted {tokens.tolist()}. Keep the truncation: "
+                            "the bug is in what the block reports, not in how it drafts")
+    target, _ = broken.zoo_pair()
+    try:
+        law = output_distribution(target, broken.HeadsBlockProposer(fixed_topk_block, rows, top_k=2),
+                                  [0], 3, k=3)
+    except (TypeError, ValueError) as error:
+        raise ExerciseError(f"the decoding loop refused what your block returned: {error}") from None
+    gap = float(np.abs(law - target_sequence_distribution(target, [0], 3)).max())
+    if gap > 1e-9:
+        raise ExerciseError(f"the exact law of the loop with your block differs from the target's by up to "
+                            f"{gap:.3g} in probability: which row was each draft drawn from?")
+    passed("The loop's exact law with your block equals the target's (largest gap "
+           f"{gap:.1e}), and top_k = 1 still drafts the heads' favourites.")
