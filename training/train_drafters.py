@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import platform
 import sys
 import time
@@ -52,6 +51,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_transformer import (  # noqa: E402  (the pair's data, model and export)
+    learning_rate,
     BLOCK_SIZE,
     CHECKPOINT_DIR,
     METRICS_FILE,
@@ -288,8 +288,7 @@ def train(name: str, target: Transformer, out: dict, seed: int = 0, steps: int |
         print(f"{name}: resumed from step {first} ({elapsed:.0f} s done)", flush=True)
     t0 = time.time() - elapsed
     for step in range(first, steps):
-        lr = s["lr"] * min(1.0, (step + 1) / s["warmup"]) * 0.5 * (1 + math.cos(math.pi * step / steps))
-        lr = max(lr, s["lr"] * 0.05)
+        lr = learning_rate(step, steps, s["lr"], s["warmup"])
         for group in opt.param_groups:
             group["lr"] = lr
         idx = torch.randint(0, n_windows, (s["batch"],), generator=gen)

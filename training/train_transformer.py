@@ -137,6 +137,12 @@ def heldout_slices() -> dict[str, str]:
     return {d: load_corpus(d).heldout[:HELDOUT_CHARS] for d in DOMAINS}
 
 
+def learning_rate(step: int, steps: int, peak: float, warmup: int) -> float:
+    """Linear warm-up over ``warmup`` steps, then cosine decay, never below 5% of ``peak``."""
+    lr = peak * min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * step / steps))
+    return max(lr, peak * 0.05)
+
+
 def train(role: str, seed: int, steps: int | None = None, resume: bool = False,
           out_dir: Path = DATA_DIR, checkpoint_dir: Path = CHECKPOINT_DIR) -> dict:
     """Train one role; write ``out_dir/neural_<role>.npz`` and return its metrics entry."""
@@ -167,8 +173,7 @@ def train(role: str, seed: int, steps: int | None = None, resume: bool = False,
         print(f"{role}: resumed from step {first} ({elapsed:.0f} s done)", flush=True)
     t0 = time.time() - elapsed
     for step in range(first, steps):
-        lr = s["lr"] * min(1.0, (step + 1) / s["warmup"]) * 0.5 * (1 + math.cos(math.pi * step / steps))
-        lr = max(lr, s["lr"] * 0.05)
+        lr = learning_rate(step, steps, s["lr"], s["warmup"])
         for group in opt.param_groups:
             group["lr"] = lr
         starts = torch.randint(0, data.numel() - BLOCK_SIZE - 1, (s["batch"],), generator=gen)
