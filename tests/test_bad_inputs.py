@@ -491,6 +491,7 @@ ALLOWED: dict[str, dict[tuple[str, str], str]] = {
     "DraftModel": {("name", "an unknown name"): "a label for error messages and timings: any text"},
     "MultiDraft": {("name", "an unknown name"): "a label for error messages and timings: any text"},
     "TreeDraft": {("name", "an unknown name"): "a label for error messages and timings: any text"},
+    "ModelDrafter": {("name", "an unknown name"): "a label for error messages and timings: any text"},
     "fed_tokens": {("name", "an unknown name"): "a label for error messages: any text names the argument"},
     "as_chooser": {("name", "an unknown name"): "a label for error messages: any text names the argument"},
     "lookup_draft": {("tokens", "a token out of range"): "it knows no vocabulary: any non-negative id is a token"},

@@ -127,5 +127,5 @@ def test_verification_grid_odd_count_and_bad_input():
     assert fig.axes[1].get_xlabel()
     with pytest.raises(ValueError, match="views: expected at least one"):
         plot_verification_blocks([])
-    with pytest.raises(ValueError, match="ncols: expected a positive integer"):
+    with pytest.raises(ValueError, match="ncols: must be >= 1"):
         plot_verification_blocks(views, ncols=0)

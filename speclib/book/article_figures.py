@@ -325,8 +325,8 @@ def plot_k_sweep(rows: Sequence[SweepRow], axes=None, corrected: bool = False):
     ``corrected=True`` the corrected ones are added: accepted / verified, ``alpha``, the
     closed form at ``alpha``.  Returns the two axes.
     """
-    rows = _rows(rows, "rows")
     ax1, ax2 = _axes(axes, 2, (10, 3.6))
+    rows = _rows(rows, "rows")
     ks = [r.k for r in rows]
     ax1.plot(ks, [r.acceptance for r in rows], "o-", label="accepted / proposed (article)")
     ax2.plot(ks, [r.tokens_per_pass for r in rows], "D-", color="green", label="measured")

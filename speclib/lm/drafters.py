@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from .._validate import as_int, as_real
-from ..core.proposers import DraftModel, Proposal
+from ..core.proposers import DraftModel, Proposal, check_model
 from .transformer import (
     DATA_DIR,
     KVCache,
@@ -370,6 +370,9 @@ class ModelDrafter(DraftModel):
 
     def __init__(self, model, target, name: str = "draft") -> None:
         super().__init__(model, name)
+        vocab = check_model(target, "target")
+        if vocab != self.vocab_size:
+            raise ValueError(f"target: has {vocab} tokens, the {name} has {self.vocab_size}")
         self.target = target
 
 
