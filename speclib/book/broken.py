@@ -653,17 +653,17 @@ shipped_verify_b = _checked_block(shipped_verify_b)
 # --- Chapter 9b: a heads drafter that samples from truncated rows ----------------------------
 
 def shipped_topk_block(head_rows, choose, top_k):
-    """A Medusa-style block as a contributor might ship it: draft ``i`` comes from head ``i``'s
-    row cut to its ``top_k`` most likely tokens (to draft confident tokens only).
+    """A Medusa-style block as a contributor shipped it (exercise ex-09b-3).
 
-    Faulty: it returns the heads' full rows, not the truncated rows the drafts were drawn
-    from, so the verifier divides by the wrong probabilities.  Exercise ex-09b-3.
+    Draft i comes from head i's row cut to its top_k most likely
+    tokens, so that the heads draft confident tokens only.
     """
     from ..core.warping import warp_distribution
 
     rows = np.asarray(head_rows, dtype=float)
-    tokens = np.array([choose.token(warp_distribution(row, top_k=top_k)) for row in rows], dtype=np.int64)
-    return tokens, rows
+    tokens = [choose.token(warp_distribution(row, top_k=top_k))
+              for row in rows]
+    return np.array(tokens, dtype=np.int64), rows
 
 
 class HeadsBlockProposer:
