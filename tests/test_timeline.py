@@ -46,6 +46,7 @@ def test_plot_and_animation(blocks):
     half = plot_timeline(blocks, c=0.1, upto=4)
     assert len(half.patches) < len(ax.patches)
     anim = timeline_animation(blocks[:2], c=0.1)
+    assert list(anim.new_frame_seq()) == [1, 2]  # one frame per step, the first already drawn
     html = anim.to_jshtml()
     assert "<img" in html or "data:image" in html
     with pytest.raises(TypeError, match="decode"):

@@ -402,6 +402,7 @@ def timeline_animation(blocks: list[BlockTrace], c: float = 0.1, decode: Callabl
         plot_timeline(blocks, c, decode, ax=ax, upto=i)
         return []
 
-    anim = FuncAnimation(fig, frame, frames=range(len(blocks) + 1), interval=interval, blit=False)
+    # frame i shows the first i steps; the first frame already shows one (an empty one says nothing)
+    anim = FuncAnimation(fig, frame, frames=range(1, len(blocks) + 1), interval=interval, blit=False)
     plt.close(fig)  # the animation is shown as HTML, not as a static figure
     return anim
