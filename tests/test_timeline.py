@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from speclib.book.trace import (plot_timeline, speculative_trace, timeline_animation,  # noqa: E402
+from speclib.book.trace import (animation_html, plot_timeline, speculative_trace, timeline_animation,  # noqa: E402
                                 timeline_boxes, trace_tokens)
 from speclib.lm.models import markov_pair  # noqa: E402
 
@@ -47,8 +47,12 @@ def test_plot_and_animation(blocks):
     assert len(half.patches) < len(ax.patches)
     anim = timeline_animation(blocks[:2], c=0.1)
     assert list(anim.new_frame_seq()) == [1, 2]  # one frame per step, the first already drawn
-    html = anim.to_jshtml()
+    html = animation_html(anim)
     assert "<img" in html or "data:image" in html
+    assert "font-awesome" in anim.to_jshtml()  # what matplotlib would link ...
+    assert "http" not in html  # ... and what the book's page keeps: nothing from another site
+    with pytest.raises(TypeError, match="anim"):
+        animation_html("frames")
     with pytest.raises(TypeError, match="decode"):
         plot_timeline(blocks, decode="abc")
     with pytest.raises(ValueError, match="c"):

@@ -19,6 +19,7 @@ Chapters 2 and 3 take one speculative step apart:
 
 from __future__ import annotations
 
+import re
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -380,6 +381,20 @@ def plot_timeline(blocks: list[BlockTrace], c: float = 0.1, decode: Callable[[in
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     return ax
+
+
+def animation_html(anim) -> str:
+    """A matplotlib animation as self-contained HTML that loads nothing from another site.
+
+    ``to_jshtml`` embeds every frame but links its buttons' icon font (Font Awesome 4) from a
+    CDN; the link is dropped, so the page works offline (the book's theme ships Font Awesome,
+    which draws the same icons).
+    """
+    from matplotlib.animation import Animation
+
+    if not isinstance(anim, Animation):
+        raise TypeError(f"anim: expected a matplotlib animation, got {type(anim).__name__}")
+    return re.sub(r"<link[^>]*font-awesome[^>]*>", "", anim.to_jshtml())
 
 
 def timeline_animation(blocks: list[BlockTrace], c: float = 0.1, decode: Callable[[int], str] | None = None,
