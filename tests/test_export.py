@@ -13,8 +13,8 @@ import torch  # noqa: E402
 
 from speclib.__main__ import main  # noqa: E402
 from speclib.lm.corpora import load_corpus, shared_vocabulary  # noqa: E402
-from speclib.lm.export import char_tokenizer, export_pair_files  # noqa: E402
-from speclib.lm.transformer import TransformerConfig, load_pair, random_transformer  # noqa: E402
+from speclib.lm.export import ROLES, book_models, char_tokenizer, export_pair_files  # noqa: E402
+from speclib.lm.transformer import TransformerConfig, random_transformer  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +24,9 @@ def exported(tmp_path_factory):
     return directory
 
 
-@pytest.mark.parametrize("role", ["target", "draft"])
+@pytest.mark.parametrize("role", ROLES)
 def test_from_pretrained_gives_the_numpy_rows(exported, role):
-    numpy_model = dict(zip(("target", "draft"), load_pair()))[role]
+    numpy_model = book_models()[role]
     model = transformers.AutoModelForCausalLM.from_pretrained(exported / role)
     tokenizer = transformers.AutoTokenizer.from_pretrained(exported / role)
     text = load_corpus("code").heldout[:numpy_model.config.block_size]
@@ -48,7 +48,7 @@ def test_the_tokenizer_round_trips_text(exported):
     assert tokenizer("a\tb")["input_ids"] == vocab.encode("a\tb").tolist()
     assert vocab.encode("a\tb")[1] == vocab.unk_id
     record = json.loads((exported / "speclib_export.json").read_text())
-    assert record["vocabulary"]["size"] == 97 and set(record["models"]) == {"target", "draft"}
+    assert record["vocabulary"]["size"] == 97 and set(record["models"]) == {"target", "draft", "distilled", "early-exit"}
 
 
 def test_a_wrong_weight_would_show(tmp_path):

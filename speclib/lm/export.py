@@ -1,7 +1,9 @@
 """Write the book's pair in the Hugging Face format, so any engine that reads it can load them.
 
-``python -m speclib export DIR`` calls :func:`export_pair_files`: ``DIR/target`` and
-``DIR/draft`` each receive a ``GPT2LMHeadModel`` (``config.json``, ``model.safetensors``,
+``python -m speclib export DIR`` calls :func:`export_pair_files`: ``DIR/target``, ``DIR/draft``
+and the two drafters of chapter 9b that are whole transformers, ``DIR/distilled`` and
+``DIR/early-exit`` (the target's first layers with a trained head), each receive a
+``GPT2LMHeadModel`` (``config.json``, ``model.safetensors``,
 via ``save_pretrained``, converted by :func:`speclib.lm.hf.to_gpt2`) and a tokenizer for the
 book's 97-symbol character vocabulary (:func:`char_tokenizer`), built here from the
 vocabulary itself: nothing is downloaded.  Afterwards
@@ -23,8 +25,21 @@ from pathlib import Path
 from .corpora import Vocabulary, shared_vocabulary
 from .transformer import Transformer
 
-#: What each exported folder is called, and which model of :func:`speclib.lm.transformer.load_pair` it holds.
-ROLES = ("target", "draft")
+#: The exported folders: the pair of :func:`speclib.lm.transformer.load_pair`, then the drafters
+#: of :func:`speclib.lm.drafters.load_drafter_model` (the Medusa heads and the EAGLE drafter read
+#: the target's hidden states, which a GPT-2 folder cannot express, so they are not exported).
+ROLES = ("target", "draft", "distilled", "early-exit")
+
+
+def book_models() -> dict[str, Transformer]:
+    """The book's models by exported folder name (:data:`ROLES`), at temperature 1."""
+    from .drafters import load_drafter_model
+    from .transformer import load_pair
+
+    target, draft = load_pair()
+    return {"target": target, "draft": draft,
+            "distilled": load_drafter_model("distilled"),
+            "early-exit": load_drafter_model("early-exit", target=target)}
 
 
 def char_tokenizer(vocabulary: Vocabulary | None = None):
@@ -81,7 +96,7 @@ def export_model(model: Transformer, directory: str | Path, tokenizer=None) -> P
 
 
 def export_pair_files(directory: str | Path, models: dict[str, Transformer] | None = None) -> dict[str, Path]:
-    """Write the book's pair (or ``models``, by folder name) under ``directory``; return the folders.
+    """Write the book's models (or ``models``, by folder name) under ``directory``; return the folders.
 
     ``directory`` must be new or empty, so that an export never mixes with older files.  A
     ``speclib_export.json`` beside the folders records what was written (sizes, vocabulary,
@@ -89,14 +104,12 @@ def export_pair_files(directory: str | Path, models: dict[str, Transformer] | No
     """
     import transformers
 
-    from .transformer import load_pair
-
     directory = Path(directory)
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise FileExistsError(f"directory: {directory} exists and is not an empty folder; "
                               "choose a new or empty folder")
     if models is None:
-        models = dict(zip(ROLES, load_pair()))
+        models = book_models()
     if not isinstance(models, dict) or not models:
         raise TypeError("models: expected a dict of folder name -> Transformer")
     tokenizer = char_tokenizer()
