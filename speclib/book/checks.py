@@ -9,25 +9,108 @@ solution.  On success it prints a short confirmation.
 from __future__ import annotations
 
 
+#: Width of a self-check's message lines: an output box in the book's column holds about
+#: 88 characters of code font at a 1200-pixel window, and fewer in a narrower one.
+MESSAGE_WIDTH = 76
+
+_OPENING, _CLOSING = "([{", ")]}"
+
+
+def _units(paragraph: str, width: int) -> list[str]:
+    """The paragraph's words, with a bracketed or backquoted expression kept as one unit."""
+    units: list[str] = []
+    depth, in_code = 0, False
+    for word in paragraph.split(" "):
+        if units and (depth > 0 or in_code):
+            units[-1] += " " + word
+        else:
+            units.append(word)
+        for ch in word:
+            if ch == "`":
+                in_code = not in_code
+            elif ch in _OPENING:
+                depth += 1
+            elif ch in _CLOSING:
+                depth = max(depth - 1, 0)
+    # An expression that never closes, or that no line could hold, falls back to plain words.
+    out: list[str] = []
+    for i, unit in enumerate(units):
+        unclosed = i == len(units) - 1 and (depth > 0 or in_code)
+        out += unit.split(" ") if len(unit) > width or unclosed else [unit]
+    # An equation stays on one line: "k = 4", "alpha <= 1".
+    joined: list[str] = []
+    for unit in out:
+        if joined and (unit in ("=", "==", "<=", ">=", "<", ">") or joined[-1].endswith(("=", "<", ">"))):
+            joined[-1] += " " + unit
+        else:
+            joined.append(unit)
+    return joined
+
+
+def wrap_message(text: str, width: int = MESSAGE_WIDTH) -> str:
+    """``text`` in lines of at most ``width`` characters, broken at sensible places.
+
+    A line never breaks inside brackets or backquotes (an expression such as
+    ``[[1, 0], [1, 1]]`` stays whole) or inside an equation such as ``k = 4``; a clause
+    (ending with ``.``, ``:``, ``;``, ``?`` or ``!``) that does not fit on a line already
+    half full starts the next line rather than being split.  Existing line breaks are
+    kept; a unit longer than ``width`` (a long name) stays whole on its own line.
+
+    Examples
+    --------
+    >>> print(wrap_message("for outcomes [[1, 1, 1], [1, 0]] and k = 3: wrong.", width=30))
+    for outcomes
+    [[1, 1, 1], [1, 0]] and k = 3:
+    wrong.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text: expected a string, got {type(text).__name__}")
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        clauses: list[list[str]] = [[]]
+        for unit in _units(paragraph, width):
+            if unit:
+                clauses[-1].append(unit)
+                if unit[-1] in ".:;?!":
+                    clauses.append([])
+        line = ""
+        for clause in (c for c in clauses if c):
+            whole = " ".join(clause)
+            if not line or len(line) + 1 + len(whole) <= width:
+                if len(line) + 1 + len(whole) <= width or (not line and len(whole) <= width):
+                    line = f"{line} {whole}" if line else whole
+                    continue
+            elif len(whole) <= width and len(line) >= width // 2:
+                lines.append(line)
+                line = whole
+                continue
+            for unit in clause:  # the clause cannot stay whole: fill the lines unit by unit
+                if line and len(line) + 1 + len(unit) > width:
+                    lines.append(line)
+                    line = unit
+                else:
+                    line = f"{line} {unit}" if line else unit
+        lines.append(line)
+    return "\n".join(lines)
+
+
 class ExerciseError(AssertionError):
     """Raised by a self-check, with a hint that does not give the answer away."""
 
     def _render_traceback_(self) -> list[str]:
         # IPython (and so Jupyter and the rendered book) shows these lines instead of the
         # traceback: the hint alone, without the check's own code, which would list its test
-        # cases and the reference function it compares the student's answer with.  Wrapped,
-        # because an error box in the rendered book does not wrap long lines.
-        import textwrap
-
-        text = textwrap.fill(f"ExerciseError: {self}", width=88, break_long_words=False)
+        # cases and the reference function it compares the student's answer with.  Wrapped
+        # at sensible places, because an error box in the book's column holds short lines.
+        text = wrap_message(f"ExerciseError: {self}")
         return ["\x1b[0;31mExerciseError\x1b[0m" + text[len("ExerciseError"):]]
 
 
 def passed(message: str = "All checks passed.") -> None:
-    """Print the confirmation a student sees when a check succeeds."""
+    """Print the confirmation a student sees when a check succeeds (wrapped like a hint)."""
     if not isinstance(message, str):
         raise TypeError(f"message: expected a string, got {type(message).__name__}")
-    print(f"\u2714 {message}")
+    print(wrap_message(f"\u2714 {message}"))
 
 
 def _parse_signature(signature: str) -> tuple[str, list[str], list[str]]:
