@@ -12,7 +12,6 @@ from scipy import stats as sps  # noqa: E402
 from speclib import tokens_per_step_pmf, tokens_per_step_variance, walltime_speedup
 from speclib.book import article  # noqa: E402
 from speclib.book import article_figures as af  # noqa: E402
-from speclib.book.checks import ExerciseError, check_acceptance_from_steps  # noqa: E402
 
 # Threshold of every statistical test below: |estimate - prediction| <= Z_MAX standard errors.
 Z_MAX = 4.0
@@ -266,35 +265,3 @@ def test_plot_accounting_gap_and_break_even(k_rows):
     np.testing.assert_allclose(ax.lines[1].get_ydata(), [r.acceptance_verified - r.acceptance for r in k_rows])
     ax = af.plot_break_even(0.3, [1, 4])
     assert len(ax.lines) == 3 and ax.get_xlabel().startswith("cost ratio c")
-
-
-# --- the exercise's self-check ------------------------------------------------------------------
-
-def _right(n_accepted, k):
-    n_accepted = np.asarray(n_accepted)
-    return n_accepted.sum() / np.minimum(n_accepted + 1, k).sum()
-
-
-def test_check_acceptance_from_steps_accepts_a_right_answer(capsys):
-    check_acceptance_from_steps(_right)
-    assert "\u2714" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize(
-    "wrong, hint",
-    [
-        (lambda a, k: np.sum(a) / (k * len(a)), "divided by every proposed draft"),
-        (lambda a, k: np.sum(a) / np.sum(np.asarray(a) + 1), "does a block whose drafts all survive"),
-    ],
-)
-def test_check_acceptance_from_steps_catches_wrong_answers(wrong, hint):
-    with pytest.raises(ExerciseError, match=hint):
-        check_acceptance_from_steps(wrong)
-
-
-def test_check_acceptance_from_steps_on_a_stub():
-    def stub(n_accepted, k):
-        raise NotImplementedError
-
-    with pytest.raises(ExerciseError, match="NotImplementedError"):
-        check_acceptance_from_steps(stub)

@@ -3,67 +3,11 @@
 import numpy as np
 import pytest
 
-from speclib.book.checks import ExerciseError, check_acceptance_from_library_steps, check_rows_over_vocabulary
-from speclib.core.decoding import GenerationStats
+from speclib.book.checks import ExerciseError, check_rows_over_vocabulary
 
 
 def stub(*args):
     raise NotImplementedError("complete me")
-
-
-# --- ex-14-1: acceptance from the library's per-pass counts -----------------------------------
-
-def good_acceptance(k_per_step, tokens_per_step):
-    accepted = [e - 1 for e in tokens_per_step]
-    verified = [a + (a < d) for a, d in zip(accepted, k_per_step)]
-    return sum(accepted) / sum(verified)
-
-
-def test_acceptance_accepts_correct_answers(capsys):
-    check_acceptance_from_library_steps(good_acceptance)
-    check_acceptance_from_library_steps(lambda ks, es: sum(e - 1 for e in es) / sum(min(e, d) for d, e in zip(ks, es)))
-    assert capsys.readouterr().out.count("\u2714") == 2
-
-
-def test_acceptance_also_tries_the_runs_it_is_given():
-    run = GenerationStats()
-    for step in ((7, 7, 8), (7, 1, 2), (0, 0, 1)):
-        run.record_step(*step)
-    check_acceptance_from_library_steps(good_acceptance, [run])
-    wrong_on_long_passes = lambda ks, es: good_acceptance(ks, es) if max(ks) < 7 else 0.5  # noqa: E731
-    check_acceptance_from_library_steps(wrong_on_long_passes)
-    with pytest.raises(ExerciseError, match="k_per_step = \\[7, 7, 0\\]"):
-        check_acceptance_from_library_steps(wrong_on_long_passes, [run])
-    with pytest.raises(TypeError, match="runs: expected GenerationStats"):
-        check_acceptance_from_library_steps(good_acceptance, [{"k_per_step": [1]}])
-
-
-@pytest.mark.parametrize(
-    "wrong, hint",
-    [
-        (lambda ks, es: sum(e - 1 for e in es) / sum(ks), "divided by every drafted token"),
-        (lambda ks, es: sum(es) / sum(ks), "counted every emitted token"),
-        (lambda ks, es: sum(e - 1 for e in es) / sum(es), "one rejected draft in every pass"),
-        (lambda ks, es: sum(e - 1 for e in es) / (sum(e - 1 for e in es) + len(es)), "one rejected draft"),
-        (lambda ks, es: 0.5, "you returned 0.5000, which is off"),
-        (lambda ks, es: None, "return statement missing"),
-        (lambda ks, es: float("nan"), "finite number"),
-    ],
-)
-def test_acceptance_rejects_wrong_answers(wrong, hint):
-    with pytest.raises(ExerciseError, match=hint):
-        check_acceptance_from_library_steps(wrong)
-
-
-def test_acceptance_hint_does_not_give_the_right_value():
-    with pytest.raises(ExerciseError) as caught:  # the first case's right answer is 1
-        check_acceptance_from_library_steps(lambda ks, es: 0.5)
-    assert "[5, 5, 5]" in str(caught.value) and "1.0" not in str(caught.value)
-
-
-def test_acceptance_stub_message():
-    with pytest.raises(ExerciseError, match="still raises NotImplementedError"):
-        check_acceptance_from_library_steps(stub)
 
 
 # --- ex-14-2: rows over a padded vocabulary ------------------------------------------------

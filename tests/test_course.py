@@ -61,3 +61,32 @@ def test_parser_rejects_unknown_kind(tmp_path):
     path.write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     with pytest.raises(ValueError, match="kind 'essay'"):
         notebook_exercises(path)
+
+
+def _stubs_and_checks():
+    """Per notebook: the functions its exercise stubs define and the self-checks it calls."""
+    import re
+
+    stubs, checks = {}, {}
+    for chapter in CHAPTERS:
+        nb = json.loads((ROOT / f"{chapter}.ipynb").read_text(encoding="utf-8"))
+        for cell in nb["cells"]:
+            source = "".join(cell["source"])
+            if cell["cell_type"] != "code":
+                continue
+            if "raises-exception" in cell.get("metadata", {}).get("tags", []) and "NotImplementedError" in source:
+                for name in re.findall(r"^def (\w+)\(", source, re.M):
+                    stubs.setdefault(name, set()).add(chapter)
+            for name in re.findall(r"\bcheck_\w+(?=\()", source):
+                checks.setdefault(name, set()).add(chapter)
+    return stubs, checks
+
+
+def test_no_exercise_repeats_another_s_function_or_check():
+    """Two chapters asking for the same function, or checked by the same self-check, ask the same
+    exercise twice (ex-07-3 and ex-14-1 once both asked for acceptance_from_steps)."""
+    stubs, checks = _stubs_and_checks()
+    assert {n: sorted(c) for n, c in stubs.items() if len(c) > 1} == {}
+    assert {n: sorted(c) for n, c in checks.items() if len(c) > 1} == {}
+    # Negative control: the scan does find the stubs and checks (so an empty result means something).
+    assert "acceptance_by_position" in stubs and "check_acceptance_by_position" in checks

@@ -403,30 +403,6 @@ def check_speedup(speedup) -> None:
 
 # --- Chapter 7: the reference article revisited
 
-@_expects("acceptance_from_steps(n_accepted, k)")
-def check_acceptance_from_steps(acceptance_from_steps) -> None:
-    """Exercise ex-07-3: ``acceptance_from_steps(n_accepted, k)``, accepted / verified drafts."""
-    import numpy as np
-
-    from .article_figures import accountings
-
-    rng = np.random.default_rng(7)
-    cases = [([4, 4, 4], 4), ([0, 0], 3), ([2], 4), ([1, 0, 3], 3), ([0, 5, 2, 5], 5),
-             (list(rng.integers(0, 9, size=50)), 8)]
-    for n_accepted, k in cases:
-        where = f"n_accepted = {n_accepted if len(n_accepted) < 8 else 'a run of 50 blocks'}, k = {k}"
-        got = _as_float_or_fail(call_student(acceptance_from_steps, np.array(n_accepted), k), where)
-        right = accountings(n_accepted, k)
-        if abs(got - right.accepted_per_verified) <= 1e-9:
-            continue
-        if abs(got - right.accepted_per_proposed) <= 1e-9:
-            raise ExerciseError(f"{where}: you divided by every proposed draft. Which drafts did the "
-                                "target never judge, because an earlier one in the block was rejected?")
-        raise ExerciseError(f"{where}: you returned {got:.4f}. Count, block by block, how many drafts "
-                            "the target judged: does a block whose drafts all survive end in a rejection?")
-    passed("acceptance_from_steps counts accepted / verified drafts on every case.")
-
-
 def _lag1_cases():
     """Long 0/1 sequences with known dependence: independent, sticky (runs), alternating."""
     import numpy as np
@@ -1297,54 +1273,6 @@ def check_first_near_tie(first_near_tie) -> None:
 
 
 # --- Chapter 14: your own models
-
-@_expects("acceptance_from_steps(k_per_step, tokens_per_step)")
-def check_acceptance_from_library_steps(acceptance_from_steps, runs=()) -> None:
-    """Exercise ex-14-1: ``acceptance_from_steps(k_per_step, tokens_per_step)``, accepted / verified drafts.
-
-    The per-pass counts are those ``speclib.lm.hf.library_generate`` records; ``runs`` may add
-    the :class:`~speclib.core.decoding.GenerationStats` of real runs to the cases tried.
-    """
-    import math
-
-    import numpy as np
-
-    from ..core.decoding import GenerationStats
-
-    rng = np.random.default_rng(14)
-    drafts = rng.integers(0, 6, size=40)
-    cases = [([4, 4, 4], [5, 5, 5]), ([3, 3], [1, 1]), ([4, 4, 4], [3, 5, 1]), ([2, 2, 0], [3, 2, 1]),
-             ([1, 3, 5, 2], [2, 1, 4, 3]), (list(drafts), [int(rng.integers(1, d + 2)) for d in drafts])]
-    for stats in runs:
-        if not isinstance(stats, GenerationStats):
-            raise TypeError(f"runs: expected GenerationStats, got {type(stats).__name__}")
-        cases.append((list(stats.k_per_step), list(stats.tokens_per_step)))
-    for k_per_step, tokens_per_step in cases:
-        right = GenerationStats()
-        for d, e in zip(k_per_step, tokens_per_step):
-            right.record_step(d, e - 1, e)
-        if math.isnan(right.acceptance_rate):
-            continue
-        short = len(k_per_step) < 8
-        where = (f"k_per_step = {k_per_step}, tokens_per_step = {tokens_per_step}" if short
-                 else f"a run of {len(k_per_step)} target passes")
-        got = _as_float_or_fail(call_student(acceptance_from_steps, list(k_per_step), list(tokens_per_step)),
-                                where)
-        if abs(got - right.acceptance_rate) <= 1e-12:
-            continue
-        if abs(got - right.accepted_per_proposed) <= 1e-12:
-            raise ExerciseError(f"{where}: you divided by every drafted token. The target judges the drafts "
-                                "in order: which of them did it never judge?")
-        if abs(got - sum(tokens_per_step) / max(sum(k_per_step), 1)) <= 1e-12:
-            raise ExerciseError(f"{where}: you counted every emitted token as an accepted draft. Which token "
-                                "of each pass is the target's own?")
-        if abs(got - right.accepted / (right.accepted + len(k_per_step))) <= 1e-12:
-            raise ExerciseError(f"{where}: you counted one rejected draft in every pass. Does a pass that "
-                                "kept all its drafts (or scored none) have a rejected one?")
-        raise ExerciseError(f"{where}: you returned {got:.4f}, which is off. Per pass: how many drafts did "
-                            "it keep, and how many did the target judge?")
-    passed("acceptance_from_steps agrees with GenerationStats.acceptance_rate on every case tried.")
-
 
 @_expects("outside_ms(ms_per_token, tokens_per_pass, draft_passes_per_token, target_ms, verify_ratio, draft_ms)")
 def check_outside_ms(outside_ms) -> None:
