@@ -71,3 +71,45 @@ def test_export_refuses_a_folder_in_use(tmp_path, capsys):
     assert "not an empty folder" in capsys.readouterr().err
     with pytest.raises(TypeError, match="vocabulary"):
         char_tokenizer("abc")
+
+
+# --- widened for an engine's attention kernels ----------------------------------------------
+
+from speclib.lm.export import widen  # noqa: E402
+
+
+@pytest.mark.parametrize("factor", [1, 2, 3])
+@pytest.mark.parametrize("tied", [True, False])
+def test_a_widened_model_computes_the_same_rows(factor, tied):
+    cfg = TransformerConfig(vocab_size=11, block_size=16, d_model=8, n_layers=2, n_heads=2, tied=tied)
+    model = random_transformer(cfg, seed=3, scale=2.0)
+    wide = widen(model, factor)
+    assert wide.config.d_model == factor * 8 and wide.config.head_dim == factor * 4
+    ids = np.arange(30) % 11  # past the block: the moving window too
+    np.testing.assert_allclose(wide.logits(ids), model.logits(ids), atol=1e-4)
+    # Negative control: the same weights read by a network whose heads were not padded (the
+    # extra dimensions spread over the heads) compute something else.
+    other = type(wide)(wide.config.__class__(**{**wide.config.__dict__, "n_heads": factor * 2}), wide.params)
+    if factor > 1:
+        assert np.abs(other.logits(ids) - model.logits(ids)).max() > 1e-2
+
+
+def test_the_book_draft_exported_for_vllm_has_32_dimension_heads_and_the_same_rows(tmp_path):
+    draft = book_models()["draft"]
+    assert draft.config.head_dim == 16
+    folders = export_pair_files(tmp_path / "x", {"draft": draft}, min_head_dim=32)
+    config = json.loads((folders["draft"] / "config.json").read_text())
+    assert config["n_embd"] // config["n_head"] == 32
+    model = transformers.AutoModelForCausalLM.from_pretrained(folders["draft"])
+    ids = shared_vocabulary().encode(load_corpus("prose").heldout[:128])
+    with torch.no_grad():
+        logits = model(torch.tensor(ids[None])).logits[0].numpy()
+    np.testing.assert_allclose(logits, draft.logits(ids), atol=1e-4)
+
+
+def test_widen_names_a_bad_argument():
+    model = random_transformer(TransformerConfig(vocab_size=5, block_size=4, d_model=4, n_layers=1, n_heads=1))
+    with pytest.raises(ValueError, match="factor"):
+        widen(model, 0)
+    with pytest.raises(TypeError, match="model"):
+        widen("draft")

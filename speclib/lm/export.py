@@ -20,8 +20,13 @@ Needs PyTorch, ``transformers`` and ``tokenizers`` (``requirements-hf.txt``).
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
+from .._validate import as_int
 from .corpora import Vocabulary, shared_vocabulary
 from .transformer import Transformer
 
@@ -74,12 +79,93 @@ def char_tokenizer(vocabulary: Vocabulary | None = None):
                                    clean_up_tokenization_spaces=False, model_max_length=None)
 
 
-def export_model(model: Transformer, directory: str | Path, tokenizer=None) -> Path:
-    """Save ``model`` as a ``GPT2LMHeadModel`` in ``directory``, with its tokenizer beside it."""
+def widen(model: Transformer, factor: int = 2) -> Transformer:
+    """The same function as ``model``, computed by a network ``factor`` times as wide.
+
+    Serving engines run only some head sizes (vLLM's CPU attention: 32 to 512 dimensions),
+    and the book's draft has heads of 16.  Every vector of the residual stream is stored
+    ``factor`` times over, ``[x, x, ...]``, which a layer norm maps to ``[LN(x), LN(x), ...]``
+    (same mean, same variance); each matrix that reads the stream divides its rows among the
+    copies, each one that writes it writes every copy.  Every head keeps its own dimensions
+    first and pads the rest with zeros, its queries scaled by ``sqrt(factor)`` for the
+    ``1 / sqrt(head size)`` of the wider head; the MLP's extra units have zero weights, and
+    GELU(0) = 0.  The final layer norm's gain and bias are divided by ``factor``, so the
+    output embedding, tied or not, gives the same logits.  Equal to float32 rounding
+    (``tests/test_export.py``).
+
+    Examples
+    --------
+    >>> from speclib.lm.transformer import TransformerConfig, random_transformer
+    >>> m = random_transformer(TransformerConfig(vocab_size=7, block_size=8, d_model=8, n_layers=2, n_heads=2), seed=0)
+    >>> w = widen(m, 2)
+    >>> w.config.d_model, w.config.head_dim
+    (16, 8)
+    >>> bool(np.allclose(w.logits(np.arange(6)), m.logits(np.arange(6)), atol=1e-5))
+    True
+    """
+    if not isinstance(model, Transformer):
+        raise TypeError(f"model: expected a speclib.lm.transformer.Transformer, got {type(model).__name__}")
+    f = as_int(factor, "factor", minimum=1)
+    cfg = model.config
+    d, h, dh = cfg.d_model, cfg.n_heads, cfg.head_dim
+    wide = replace(cfg, d_model=f * d)
+    P = {name: np.asarray(value, dtype=np.float64) for name, value in model.params.items()}
+
+    def copies(v):  # a vector of the stream, or the last axis of a matrix that writes it
+        return np.concatenate([v] * f, axis=-1)
+
+    def reads(w):  # a matrix (d, out) that reads the stream: its rows shared among the copies
+        return np.concatenate([w / f] * f, axis=0)
+
+    def head_columns(w, scale=1.0):  # (..., d) in heads of dh -> (..., f*d) in heads of f*dh, zero-padded
+        out = np.zeros(w.shape[:-1] + (f * d,))
+        for j in range(h):
+            out[..., j * f * dh: j * f * dh + dh] = scale * w[..., j * dh:(j + 1) * dh]
+        return out
+
+    params = {"wte": copies(P["wte"]), "wpe": copies(P["wpe"])}
+    for layer in range(cfg.n_layers):
+        p = f"h{layer}."
+        for norm in ("ln1", "ln2"):
+            params[p + norm + ".g"], params[p + norm + ".b"] = copies(P[p + norm + ".g"]), copies(P[p + norm + ".b"])
+        w, b = P[p + "attn.w_qkv"], P[p + "attn.b_qkv"]
+        scales = (math.sqrt(f), 1.0, 1.0)  # queries, keys, values
+        params[p + "attn.w_qkv"] = np.concatenate(
+            [reads(head_columns(w[:, i * d:(i + 1) * d], scales[i])) for i in range(3)], axis=1)
+        params[p + "attn.b_qkv"] = np.concatenate(
+            [head_columns(b[i * d:(i + 1) * d], scales[i]) for i in range(3)])
+        w_o = np.zeros((f * d, d))  # rows in heads of f*dh, the padding rows zero
+        for j in range(h):
+            w_o[j * f * dh: j * f * dh + dh] = P[p + "attn.w_o"][j * dh:(j + 1) * dh]
+        params[p + "attn.w_o"], params[p + "attn.b_o"] = copies(w_o), copies(P[p + "attn.b_o"])
+        up = np.zeros((f * d, 4 * f * d))
+        up[:, :4 * d] = reads(P[p + "mlp.w_up"])
+        b_up = np.zeros(4 * f * d)
+        b_up[:4 * d] = P[p + "mlp.b_up"]
+        down = np.zeros((4 * f * d, f * d))
+        down[:4 * d] = copies(P[p + "mlp.w_down"])
+        params.update({p + "mlp.w_up": up, p + "mlp.b_up": b_up, p + "mlp.w_down": down,
+                       p + "mlp.b_down": copies(P[p + "mlp.b_down"])})
+    params["ln_f.g"], params["ln_f.b"] = copies(P["ln_f.g"]) / f, copies(P["ln_f.b"]) / f
+    if not cfg.tied:
+        params["w_out"] = np.concatenate([P["w_out"]] * f, axis=0)
+    return Transformer(wide, {k: v.astype(np.float32) for k, v in params.items()}, temperature=model.temperature)
+
+
+def export_model(model: Transformer, directory: str | Path, tokenizer=None, min_head_dim: int | None = None) -> Path:
+    """Save ``model`` as a ``GPT2LMHeadModel`` in ``directory``, with its tokenizer beside it.
+
+    ``min_head_dim``: widen the model (:func:`widen`, the same function) by the smallest
+    whole factor that gives heads of at least this many dimensions, for an engine whose
+    attention runs only larger heads.
+    """
     from .hf import to_gpt2
 
     if not isinstance(model, Transformer):
         raise TypeError(f"model: expected a speclib.lm.transformer.Transformer, got {type(model).__name__}")
+    if min_head_dim is not None:
+        min_head_dim = as_int(min_head_dim, "min_head_dim", minimum=1)
+        model = widen(model, max(1, -(-min_head_dim // model.config.head_dim)))
     from transformers.utils import logging as hf_logging
 
     directory = Path(directory)
@@ -95,7 +181,8 @@ def export_model(model: Transformer, directory: str | Path, tokenizer=None) -> P
     return directory
 
 
-def export_pair_files(directory: str | Path, models: dict[str, Transformer] | None = None) -> dict[str, Path]:
+def export_pair_files(directory: str | Path, models: dict[str, Transformer] | None = None,
+                      min_head_dim: int | None = None) -> dict[str, Path]:
     """Write the book's models (or ``models``, by folder name) under ``directory``; return the folders.
 
     ``directory`` must be new or empty, so that an export never mixes with older files.  A
@@ -113,7 +200,8 @@ def export_pair_files(directory: str | Path, models: dict[str, Transformer] | No
     if not isinstance(models, dict) or not models:
         raise TypeError("models: expected a dict of folder name -> Transformer")
     tokenizer = char_tokenizer()
-    folders = {name: export_model(model, directory / name, tokenizer) for name, model in models.items()}
+    folders = {name: export_model(model, directory / name, tokenizer, min_head_dim)
+               for name, model in models.items()}
     vocab = shared_vocabulary()
     record = {
         "written_by": "python -m speclib export",
@@ -122,6 +210,7 @@ def export_pair_files(directory: str | Path, models: dict[str, Transformer] | No
         "models": {name: {"folder": name, "n_parameters": m.n_parameters, "block_size": m.config.block_size,
                           "layers": m.config.n_layers, "d_model": m.config.d_model}
                    for name, m in models.items()},
+        "min_head_dim": min_head_dim,
         "transformers": transformers.__version__,
         "note": "positions beyond block_size do not exist in the exported models (the numpy model's "
                 "moving window has no GPT-2 counterpart)",
