@@ -6,7 +6,9 @@
     Speculative generation from a model pair trained on text that ships with Python,
     printed with accepted, corrected and bonus tokens in colour, followed by its statistics.
 ``export DIR``
-    The book's target and draft in the Hugging Face format (``DIR/target``, ``DIR/draft``).
+    The book's target, draft and the distilled and early-exit drafters in the Hugging Face
+    format (``DIR/target``, ``DIR/draft``, ``DIR/distilled``, ``DIR/early-exit``);
+    ``--min-head-dim 32`` widens a model with smaller heads to an equivalent one (vLLM on CPU).
 """
 
 from __future__ import annotations
@@ -314,11 +316,11 @@ def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     return 0
 
 
-def _export(directory: str) -> int:
+def _export(directory: str, min_head_dim: int | None = None) -> int:
     try:
         from .lm.export import export_pair_files
 
-        folders = export_pair_files(directory)
+        folders = export_pair_files(directory, min_head_dim=min_head_dim)
     except ImportError as exc:
         _note(f"python -m speclib export: needs PyTorch and transformers (pip install -r requirements-hf.txt): {exc}")
         return 1
@@ -343,13 +345,17 @@ def main(argv: list[str] | None = None) -> int:
         "corrected acceptance (accepted / verified), alpha = sum min(p, q) and the theory at alpha.",
     )
     generate = _generate_parser(commands)
-    commands.add_parser(
+    export = commands.add_parser(
         "export",
-        help="write the book's target and draft in the Hugging Face format (DIR/target, DIR/draft)",
-        description="Save the book's numpy pair as transformers GPT2LMHeadModel folders, each with a "
-        "tokenizer for the 97-symbol character vocabulary (built locally, nothing downloaded). "
-        "Needs requirements-hf.txt.",
-    ).add_argument("directory", metavar="DIR", help="a new or empty folder")
+        help="write the book's models in the Hugging Face format (DIR/target, DIR/draft, ...)",
+        description="Save the book's numpy target, its draft and the distilled and early-exit "
+        "drafters as transformers GPT2LMHeadModel folders, each with a tokenizer for the 97-symbol "
+        "character vocabulary (built locally, nothing downloaded). Needs requirements-hf.txt.",
+    )
+    export.add_argument("directory", metavar="DIR", help="a new or empty folder")
+    export.add_argument("--min-head-dim", type=int, default=None, metavar="N",
+                        help="widen a model whose attention heads are smaller than N dimensions to an "
+                        "equivalent wider one (vLLM's CPU attention needs N = 32)")
     args = parser.parse_args(argv)
     if args.command == "article":
         from .book.article import report
@@ -359,7 +365,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "generate":
         return _generate(generate, args)
     if args.command == "export":
-        return _export(args.directory)
+        if args.min_head_dim is not None and args.min_head_dim < 1:
+            export.error(f"--min-head-dim: expected a whole number >= 1, got {args.min_head_dim}")
+        return _export(args.directory, args.min_head_dim)
     parser.print_help()
     return 2
 

@@ -113,3 +113,11 @@ def test_widen_names_a_bad_argument():
         widen(model, 0)
     with pytest.raises(TypeError, match="model"):
         widen("draft")
+
+
+def test_the_command_line_names_a_bad_head_size(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["export", str(tmp_path / "x"), "--min-head-dim", "0"])
+    assert stop.value.code == 2
+    assert "--min-head-dim: expected a whole number >= 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
