@@ -34,7 +34,10 @@ The module, in order:
 4. the faulty parts (:class:`StaleCache`, the zoo's proposer and verifier), :func:`generate`,
    :func:`distribution` and :func:`distance_from_target`; the numbered steps the chapter
    refers to are the numbered comments of :meth:`speclib.core.decoding.SpeculativeRun.step`;
-5. two verifiers "from a code review", for the chapter's find-the-bug exercises.
+5. two verifiers "from a code review", for the chapter's find-the-bug exercises;
+6. the find-the-bug exercises of other chapters: a top-k heads block (chapter 9b) and a
+   batched target pass that hands rows to the wrong requests (chapter 15,
+   :func:`shipped_batched_extend_logits`).
 """
 
 from __future__ import annotations
@@ -692,3 +695,38 @@ class HeadsBlockProposer:
 
     def accept(self, length: int) -> None:
         pass
+
+
+# --- Chapter 15: a batched target pass that hands rows to the wrong requests ------------------
+
+def shipped_batched_extend_logits(caches, feeds):
+    """A shorter batched pass, as shipped (exercise ex-15-2).
+
+    Same contract as speclib.lm.batched.batched_extend_logits:
+    feed feeds[i] to caches[i], all in one pass, and return
+    rows[i], the raw scores of caches[i] for feeds[i].
+    """
+    from ..lm.batched import (_check_batch, _joins_batch,
+                              _run_stacked)
+
+    model, feeds = _check_batch(caches, feeds)
+    rows, joined = [], []
+    for cache, tokens in zip(caches, feeds):
+        if tokens.size and _joins_batch(cache, tokens.size):
+            joined.append((cache, tokens))
+        else:  # its window moves: the sequence's own pass
+            rows.append(cache._extend_logits(tokens))
+    if joined:
+        rows += _run_stacked(model, [c for c, _ in joined],
+                             [t for _, t in joined])
+    return rows
+
+
+def shipped_batched_extend(caches, feeds):
+    """The shipped pass's rows as next-token distributions: the ``target_pass`` that
+    :func:`speclib.core.variants.batch_generate` takes, as :func:`speclib.lm.batched.batched_extend`
+    is for the library's pass."""
+    from ..lm.batched import _softmax
+
+    temperature = caches[0].model.temperature if caches else 1.0
+    return [_softmax(r, temperature) for r in shipped_batched_extend_logits(caches, feeds)]

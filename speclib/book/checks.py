@@ -1378,3 +1378,196 @@ def check_fixed_topk_block(fixed_topk_block) -> None:
                             f"{gap:.3g} in probability: which row was each draft drawn from?")
     passed("The loop's exact law with your block equals the target's (largest gap "
            f"{gap:.1e}), and top_k = 1 still drafts the heads' favourites.")
+
+
+# --- Chapter 15: serving, speculation in a batch ---------------------------------------------
+
+#: A pass table measured on the book's pair (ms; rows: B = 1, 2, 4, 8, 16, 32; columns: n = 1, 2,
+#: 4, 7 tokens per request), with its one-row pass on the faster matrix-vector routine.
+_MEASURED_PASS_MS = ((2.68, 6.20, 6.84, 7.93), (6.41, 6.73, 7.50, 8.86), (7.22, 8.59, 9.88, 11.43),
+                     (8.63, 11.90, 13.64, 18.56), (11.45, 16.06, 21.84, 36.02), (16.97, 27.37, 43.79, 62.32))
+
+#: The mistakes ex-15-1's check recognises, each with the hint it gives.
+_POLICY_MISTAKES = {
+    "never_off": "your policy never turns speculation off. When no draft length is predicted to beat "
+                 "plain decoding (a speed-up above 1), what should it return?",
+    "draft_once": "your policy prices the draft as if one draft pass served the whole batch. The draft runs "
+                  "request by request: how many draft passes does one step make at batch size B?",
+    "c_at_1": "your policy prices the draft as it costs at B = 1. In a batch every request drafts, while the "
+              "target's pass over B tokens grows more slowly: what is c_B?",
+    "no_r": "your policy prices the verification pass as a pass over one token per request. Which entry of "
+            "pass_seconds is the target's pass in a speculative step?",
+    "r_at_1": "your policy prices the extra tokens of the verification pass as they cost at B = 1. Read the "
+              "pass over B requests: what the extra tokens cost depends on the batch size.",
+    "k_plus_1": "how many draft passes does a step that drafts k tokens make?",
+    "no_bonus": "how many tokens does a request keep per step on average? Count the bonus token when all k "
+                "drafts are accepted.",
+}
+
+
+def _policy_speedups(alpha: float, b: int, table: dict, t_draft: float, ks, mistake: str | None = None):
+    """The batch cost model's speed-up of every ``k`` in ``ks`` at batch size ``b``, or a mistaken one."""
+    from ..core.theory import expected_tokens_per_pass
+
+    out = []
+    for k in ks:
+        tokens = float(expected_tokens_per_pass(alpha, k)) - (alpha**k if mistake == "no_bonus" else 0.0)
+        drafts = k + 1 if mistake == "k_plus_1" else k
+        per_step = {"draft_once": t_draft, "c_at_1": t_draft * table[(b, 1)] / table[(1, 1)]}.get(mistake,
+                                                                                                  b * t_draft)
+        verify = {"no_r": table[(b, 1)],
+                  "r_at_1": table[(b, 1)] * table[(1, k + 1)] / table[(1, 1)]}.get(mistake, table[(b, k + 1)])
+        out.append(tokens * table[(b, 1)] / (drafts * per_step + verify))
+    return out
+
+
+def _policy_choice(alpha: float, b: int, table: dict, t_draft: float, ks, mistake: str | None = None) -> int:
+    import numpy as np
+
+    s = _policy_speedups(alpha, b, table, t_draft, ks, mistake)
+    best = int(np.argmax(s))
+    return ks[best] if s[best] > 1.0 or mistake == "never_off" else 0
+
+
+def _policy_cases():
+    """``(alpha, B, pass_seconds, draft_seconds, ks)`` for ex-15-1: the measured table at every batch
+    size, then tables from a line ``t0 + beta B n`` with noise (and sometimes a cheaper one-row
+    pass), skipping cases whose best speed-up lies within 1% of 1 or of the runner-up."""
+    import numpy as np
+
+    batches, widths = (1, 2, 4, 8, 16, 32), (1, 2, 4, 7)
+    measured = {(b, n): _MEASURED_PASS_MS[i][j] / 1e3
+                for i, b in enumerate(batches) for j, n in enumerate(widths)}
+    candidates = [(0.71, b, measured, 0.33e-3, (1, 3, 6)) for b in batches]
+    rng = np.random.default_rng(15)
+    for _ in range(40):
+        t0 = rng.uniform(1.0, 10.0) * 1e-3
+        beta = t0 / rng.uniform(4.0, 128.0)
+        ks = ((1, 3, 6), (1, 2, 4), (2, 3))[int(rng.integers(3))]
+        ns = sorted({1} | {k + 1 for k in ks})
+        table = {(b, n): (t0 + beta * b * n) * float(rng.lognormal(0.0, 0.05)) for b in batches for n in ns}
+        if rng.random() < 0.3:
+            table[(1, 1)] *= rng.uniform(0.4, 0.9)
+        candidates.append((round(float(rng.uniform(0.5, 0.95)), 2), int(rng.choice(batches)), table,
+                           float(t0 * rng.uniform(0.005, 0.1)), ks))
+    cases = []
+    for alpha, b, table, t_draft, ks in candidates:
+        s = sorted(_policy_speedups(alpha, b, table, t_draft, ks), reverse=True)
+        if abs(s[0] - 1.0) > 0.01 and s[0] - s[1] > 0.01 * s[0]:
+            cases.append((alpha, b, table, t_draft, ks))
+    return cases
+
+
+@_expects("turn_down_k(alpha, B, pass_seconds, draft_seconds, ks)")
+def check_turn_down_policy(turn_down_k) -> None:
+    """Exercise ex-15-1: ``turn_down_k(alpha, B, pass_seconds, draft_seconds, ks)``, the draft length
+    the batch cost model predicts fastest at batch size ``B`` (0: speculation off).
+
+    The reference is :func:`speclib.book.serving.k_for_batch` on the same pass table; a policy
+    that agrees with one recognised mistake on every case is told that mistake.
+    """
+    import numpy as np
+
+    from .serving import PassGrid, k_for_batch
+
+    cases = _policy_cases()
+    answers, wrong = [], []
+    for i, (alpha, b, table, t_draft, ks) in enumerate(cases):
+        where = (f"case {i + 1} of {len(cases)} (alpha = {alpha}, B = {b}, draft_seconds = {t_draft:.3g}, "
+                 f"ks = {list(ks)})")
+        got = _as_float_or_fail(call_student(turn_down_k, alpha, b, dict(table), t_draft, list(ks)), where)
+        if got not in (0, *ks):
+            raise ExerciseError(f"{where}: you returned {got:g}, which is neither 0 (speculation off) nor "
+                                "one of the draft lengths in ks.")
+        bs, ns = sorted({bb for bb, _ in table}), sorted({n for _, n in table})
+        grid = PassGrid(np.array(bs), np.array(ns), np.array([[table[(bb, n)] for n in ns] for bb in bs]))
+        answers.append(int(got))
+        if int(got) != k_for_batch(alpha, b, grid, t_draft, ks):
+            wrong.append((where, int(got)))
+    if not wrong:
+        passed(f"turn_down_k agrees with k_for_batch on all {len(cases)} cases tried.")
+        return
+    (where, got), off = wrong[0], f"your choice differs from the cost model's in {len(wrong)} of {len(cases)}"
+    for mistake, hint in _POLICY_MISTAKES.items():
+        if all(_policy_choice(*case, mistake=mistake) == a for case, a in zip(cases, answers)):
+            raise ExerciseError(f"{where}: you chose k = {got}; {off} cases. {hint[0].upper()}{hint[1:]}")
+    raise ExerciseError(f"{where}: you chose k = {got}, which is not the choice with the largest "
+                        f"predicted speed-up (0 when none exceeds 1); {off} cases. For every k in ks, "
+                        "divide the tokens a request keeps per step, times the plain pass t_T(B, 1), by what "
+                        "the step costs: the drafts of all B requests and one target pass over k + 1 tokens "
+                        "per request.")
+
+
+def _batched_pass_rounds():
+    """Batches of ex-15-2 on a small transformer (a window of 16 positions, so windows move often):
+    ``(model, prefixes, feeds)`` per round; the first round has no window that moves."""
+    import numpy as np
+
+    from ..lm.transformer import TransformerConfig, random_transformer
+
+    model = random_transformer(TransformerConfig(vocab_size=11, block_size=16, d_model=16, n_layers=2,
+                                                 n_heads=2, tied=False), seed=15)
+    rng = np.random.default_rng(15)
+    tokens = lambda n: rng.integers(0, 11, n)  # noqa: E731
+    rounds = [([tokens(n) for n in (2, 5, 3, 6)], [tokens(n) for n in (3, 1, 2, 4)]),
+              ([tokens(n) for n in (3, 14, 9, 2, 7)], [tokens(n) for n in (2, 4, 3, 1, 2)]),
+              ([tokens(n) for n in (4, 6, 30, 5)], [tokens(n) for n in (2, 0, 4, 3)])]
+    for _ in range(4):
+        rounds.append(([tokens(int(rng.integers(1, 40))) for _ in range(6)],
+                       [tokens(int(rng.integers(0, 6))) for _ in range(6)]))
+    return model, rounds
+
+
+@_expects("fixed_batched_extend_logits(caches, feeds)")
+def check_batched_pass(fixed_batched_extend_logits) -> None:
+    """Exercise ex-15-2: a batched pass whose every request gets its own rows, windows moving or not.
+
+    Each round feeds a batch of caches (of a small transformer whose 16-position window moves
+    often) and compares every request's rows and cache with its own unbatched pass
+    (``KVCache.extend_logits``), up to float32 rounding.
+    """
+    import numpy as np
+
+    from ..lm.batched import _joins_batch
+
+    model, rounds = _batched_pass_rounds()
+    moved = 0
+    for r, (prefixes, feeds) in enumerate(rounds):
+        caches, alone = [model.cache() for _ in prefixes], [model.cache() for _ in prefixes]
+        for c, a, p in zip(caches, alone, prefixes):
+            c.extend(p)
+            a.extend(p)
+        own = [i for i, (c, f) in enumerate(zip(caches, feeds)) if not (f.size and _joins_batch(c, f.size))]
+        moved += bool(own)
+        want = [a.extend_logits(f) for a, f in zip(alone, feeds)]
+        who = (f"request{'s' if len(own) > 1 else ''} {', '.join(map(str, own))} cannot join the stacked "
+               "pass (its window moves, or it has nothing to feed)" if own
+               else "every request joins the stacked pass")
+        where = (f"batch {r + 1} of {len(rounds)}, {len(caches)} requests of {[len(c) for c in caches]} "
+                 f"tokens fed {[f.size for f in feeds]} tokens; {who}")
+        out = call_student(fixed_batched_extend_logits, caches, [f.copy() for f in feeds])
+        if not isinstance(out, (list, tuple)) or len(out) != len(caches):
+            raise ExerciseError(f"{where}: your function returned {_describe(out)}; expected a list of "
+                                f"{len(caches)} row arrays, rows[i] for feeds[i], in the order of the "
+                                "caches.")
+        for i, (row, f) in enumerate(zip(out, feeds)):
+            got = _numbers_or_fail(row, f"{where}, rows[{i}]", "an array of scores")
+            if got.shape == (f.size, model.vocab_size) and np.allclose(got, want[i], atol=2e-5, rtol=1e-4):
+                continue
+            other = [j for j, w in enumerate(want) if j != i and got.shape == w.shape
+                     and np.allclose(got, w, atol=2e-5, rtol=1e-4)]
+            if other:
+                raise ExerciseError(f"{where}: rows[{i}] are the rows of request {other[0]}, not of request "
+                                    f"{i}. Which list decides where each request's rows go?")
+            if got.shape != want[i].shape:
+                raise ExerciseError(f"{where}: rows[{i}] has shape {got.shape}; request {i} was fed {f.size} "
+                                    f"tokens, so its rows have shape {want[i].shape}.")
+            gap = float(np.nanmax(np.abs(got - want[i])))
+            raise ExerciseError(f"{where}: rows[{i}] differ from request {i}'s own pass by up to {gap:.3g}: "
+                                "which cache read which tokens?")
+        for i, (c, a) in enumerate(zip(caches, alone)):
+            if len(c) != len(a) or not np.array_equal(c.tokens, a.tokens):
+                raise ExerciseError(f"{where}: after the pass cache {i} holds {len(c)} tokens; its own pass "
+                                    f"leaves {len(a)}, the prefix and its feed. Feed each cache once.")
+    passed(f"Each request got its own rows and cache in all {len(rounds)} batches; {moved} had a request "
+           "outside the stacked pass.")
