@@ -142,3 +142,47 @@ def test_overview_shows_the_algorithm_and_the_shipped_step(html_root):
         code = textwrap.dedent(inspect.getsource(function)).strip()
         assert any(textwrap.dedent(text).strip() == code for text in listings), \
             f"the page does not show the code of {function.__qualname__} as it ships"
+
+
+def _citations(html_root: Path):
+    """(page, bibliography id, what the citation reads) for every in-text citation of the book.
+
+    ``{cite:p}`` links its whole text, "vLLM project, 2026a"; ``{cite:t}`` links only the year and
+    writes the author before it, "vLLM project [2026a]", read here as "vLLM project, 2026a".
+    """
+    sys.path.insert(0, str(ROOT / "_ext"))
+    import bib_labels
+
+    bib = BeautifulSoup((html_root / "book/bibliography.html").read_text(encoding="utf-8"), "html.parser")
+    labels = {div["id"]: " ".join(div.find(class_="label").get_text("", strip=True).strip("[]").split())
+              for div in bib.select("div.citation")}
+    out = []
+    for name, soup in soups(html_root).items():
+        for a in soup.select("a.reference.internal[href*='#']"):
+            page, _, target = a["href"].rpartition("#")
+            if not page.endswith("bibliography.html") or target not in labels:
+                continue
+            text = " ".join(a.get_text(" ", strip=True).split())
+            before = " ".join("".join(s.get_text() if hasattr(s, "get_text") else str(s)
+                                      for s in reversed(list(a.previous_siblings))).split())
+            who, year = bib_labels.split_label(labels[target])
+            if year and text == year and before.endswith(f"{who} ["):
+                text = f"{who}, {year}"  # a textual citation
+            out.append((name, target, labels[target], text))
+    return out
+
+
+def test_every_citation_reads_as_its_own_entry(html_root):
+    """Two entries never share a citation text, and a citation reads as the label its entry
+    carries in the bibliography (four vLLM pages of 2026 once all read "vLLM project, 2026")."""
+    from collections import defaultdict
+
+    cited = _citations(html_root)
+    assert len(cited) > 50, "the test found too few citations to mean anything"
+    by_text = defaultdict(set)
+    for _, target, _, text in cited:
+        by_text[text].add(target)
+    assert {text: sorted(ids) for text, ids in by_text.items() if len(ids) > 1} == {}
+    wrong = [f"{page}: {text!r} links to [{label}]" for page, _, label, text in cited if text != label]
+    assert wrong == []
+    assert {label for *_, label, _ in cited} >= {"vLLM project, 2026a", "Hugging Face, 2026a"}
