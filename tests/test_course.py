@@ -26,7 +26,7 @@ def test_every_exercise_has_goal_time_and_kind():
 
 #: Notebook pages of the table of contents that hold no exercises: the instructors' page (which
 #: lists them) and chapter 16, whose exercises are not written yet.
-WITHOUT_EXERCISES = {"book/instructors", "book/16_engines"}
+WITHOUT_EXERCISES = {"book/instructors"}
 
 
 def test_every_notebook_chapter_has_exercises():

@@ -37,7 +37,8 @@ The module, in order:
 5. two verifiers "from a code review", for the chapter's find-the-bug exercises;
 6. the find-the-bug exercises of other chapters: a top-k heads block (chapter 9b) and a
    batched target pass that hands rows to the wrong requests (chapter 15,
-   :func:`shipped_batched_extend_logits`).
+   :func:`shipped_batched_extend_logits`), and a widened export for an engine whose final
+   layer norm was copied unchanged (chapter 16, :func:`shipped_widen`).
 """
 
 from __future__ import annotations
@@ -730,3 +731,25 @@ def shipped_batched_extend(caches, feeds):
 
     temperature = caches[0].model.temperature if caches else 1.0
     return [_softmax(r, temperature) for r in shipped_batched_extend_logits(caches, feeds)]
+
+
+# --- Chapter 16: a widened export whose final layer norm was copied as it was ---------------
+
+def shipped_widen(model, factor):
+    """An export for an engine that runs only wider heads, as shipped (exercise ex-16-2).
+
+    The embeddings and blocks come from the library (widened_body: every vector of the
+    residual stream stored `factor` times, heads padded with zeros); the contributor
+    wrote the final layer norm and the output embedding.
+    """
+    import numpy as np
+
+    from ..lm.export import wider_transformer, widened_body
+
+    params = widened_body(model, factor)
+    P = model.params
+    params["ln_f.g"] = np.concatenate([P["ln_f.g"]] * factor)
+    params["ln_f.b"] = np.concatenate([P["ln_f.b"]] * factor)
+    if not model.config.tied:
+        params["w_out"] = np.concatenate([P["w_out"]] * factor, axis=0)
+    return wider_transformer(model, factor, params)

@@ -9,9 +9,10 @@ solution.  On success it prints a short confirmation.
 from __future__ import annotations
 
 
-#: Width of a self-check's message lines: an output box in the book's column holds about
-#: 88 characters of code font at a 1200-pixel window, and fewer in a narrower one.
-MESSAGE_WIDTH = 76
+#: Width of a self-check's message lines: an output box in the book's column holds about 68
+#: characters of code font in a 1200-pixel window with both sidebars shown (the narrowest
+#: column of the wide layout; 82 at 1000 pixels, where the sidebar folds away, 88 at 1400).
+MESSAGE_WIDTH = 66
 
 _OPENING, _CLOSING = "([{", ")]}"
 
@@ -1571,3 +1572,92 @@ def check_batched_pass(fixed_batched_extend_logits) -> None:
                                     f"leaves {len(a)}, the prefix and its feed. Feed each cache once.")
     passed(f"Each request got its own rows and cache in all {len(rounds)} batches; {moved} had a request "
            "outside the stacked pass.")
+
+
+# --- Chapter 16: engines -----------------------------------------------------------------------
+
+#: Counters as an engine reports them: (number of draft blocks, accepted drafts at each position).
+_COUNTER_CASES = ((100, (80, 60, 45, 30)), (10, (10, 10, 10, 10)), (50, (0, 0, 0, 0)), (7, (5, 2)),
+                  (1, (1,)), (40, (31, 17, 9)))
+
+
+def _book_ratios_reference(num_drafts: int, accepted_per_pos, mistake: str | None = None):
+    """Accepted per drafted token, accepted per verified draft, tokens per verification pass."""
+    k, accepted = len(accepted_per_pos), sum(accepted_per_pos)
+    verified = num_drafts + sum(accepted_per_pos[:-1])
+    if mistake == "verified_is_drafted":
+        verified = k * num_drafts
+    elif mistake == "verified_all":
+        verified = num_drafts + sum(accepted_per_pos)
+    tokens = 1 + accepted / num_drafts if mistake != "no_extra_token" else accepted / num_drafts
+    return accepted / (k * num_drafts), accepted / verified, tokens
+
+
+_RATIO_HINTS = {
+    "verified_is_drafted": "your second ratio equals the first. After the first rejection in a block "
+                           "the engine throws the remaining drafts away unjudged: how many drafts did the "
+                           "target judge at position i + 1?",
+    "verified_all": "your count of judged drafts is too large when every draft of a block is accepted. "
+                    "A block of k drafts is judged at positions 0 to k - 1: which counter says how many "
+                    "blocks reached position i + 1?",
+    "no_extra_token": "every verification pass also emits one token of the target's own (the correction "
+                      "or the bonus): count it.",
+}
+
+
+@_expects("book_ratios(num_drafts, accepted_per_pos)")
+def check_book_ratios(book_ratios) -> None:
+    """Exercise ex-16-1: an engine's counters into the book's two ratios and tokens per pass."""
+    import numpy as np
+
+    for num_drafts, per_pos in _COUNTER_CASES:
+        where = f"for num_drafts = {num_drafts} and accepted_per_pos = {list(per_pos)}"
+        out = call_student(book_ratios, num_drafts, list(per_pos))
+        if not isinstance(out, (tuple, list)) or len(out) != 3:
+            raise ExerciseError(f"{where}: your function returned {_describe(out)}; return three numbers "
+                                "(per drafted, per verified, tokens per pass)")
+        got = np.array([_as_float_or_fail(v, where) for v in out])
+        want = np.array(_book_ratios_reference(num_drafts, per_pos))
+        if np.allclose(got, want, rtol=1e-9, atol=1e-12):
+            continue
+        for mistake, hint in _RATIO_HINTS.items():
+            if np.allclose(got, _book_ratios_reference(num_drafts, per_pos, mistake), rtol=1e-9, atol=1e-12):
+                raise ExerciseError(f"{where}: {hint}")
+        names = ("accepted per drafted", "accepted per verified", "tokens per pass")
+        wrong = [n for n, a, b in zip(names, got, want) if not np.isclose(a, b, rtol=1e-9, atol=1e-12)]
+        raise ExerciseError(f"{where}: {', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} off "
+                            f"(you returned {', '.join(f'{v:.4g}' for v in got)})")
+    passed(f"All {len(_COUNTER_CASES)} sets of counters give the right ratios.")
+
+
+@_expects("fixed_widen(model, factor)")
+def check_fixed_widen(fixed_widen) -> None:
+    """Exercise ex-16-2: a widened export that computes the original model's rows."""
+    import numpy as np
+
+    from ..lm.transformer import Transformer, TransformerConfig, random_transformer
+
+    for tied in (True, False):
+        for factor in (2, 3):
+            cfg = TransformerConfig(vocab_size=11, block_size=16, d_model=8, n_layers=2, n_heads=2, tied=tied)
+            model = random_transformer(cfg, seed=5, scale=2.0)
+            where = f"for a model with {'tied' if tied else 'separate'} output embeddings and factor = {factor}"
+            wide = call_student(fixed_widen, model, factor)
+            if not isinstance(wide, Transformer):
+                raise ExerciseError(f"{where}: your function returned {_describe(wide)}; return the widened "
+                                    "Transformer")
+            if wide.config.head_dim != factor * cfg.head_dim:
+                raise ExerciseError(f"{where}: the widened heads have {wide.config.head_dim} dimensions, "
+                                    f"expected {factor * cfg.head_dim}")
+            ids = np.arange(20) % 11
+            mine, theirs = model.logits(ids), wide.logits(ids)
+            gap = float(np.abs(theirs - mine).max())
+            if gap > 1e-4:
+                spread = float(np.std(theirs) / np.std(mine))
+                sharper = " Your rows are sharper than the original's, as if read at a lower temperature." \
+                    if spread > 1.2 else ""
+                raise ExerciseError(f"{where}: the widened model's scores differ from the original's by up to "
+                                    f"{gap:.3g}.{sharper} Which parameters decide the scale of what the "
+                                    "copies add up to?")
+    passed("The widened models give the original rows (tied and separate output embeddings, "
+           "factors 2 and 3).")

@@ -106,9 +106,27 @@ def widen(model: Transformer, factor: int = 2) -> Transformer:
     if not isinstance(model, Transformer):
         raise TypeError(f"model: expected a speclib.lm.transformer.Transformer, got {type(model).__name__}")
     f = as_int(factor, "factor", minimum=1)
+    params = widened_body(model, f)
+    P = model.params
+    params["ln_f.g"] = np.concatenate([P["ln_f.g"]] * f) / f  # the copies add up f times:
+    params["ln_f.b"] = np.concatenate([P["ln_f.b"]] * f) / f  # each contributes 1/f
+    if not model.config.tied:
+        params["w_out"] = np.concatenate([P["w_out"]] * f, axis=0)
+    return wider_transformer(model, f, params)
+
+
+def wider_transformer(model: Transformer, factor: int, params: dict[str, np.ndarray]) -> Transformer:
+    """A :class:`Transformer` ``factor`` times as wide as ``model`` (same heads) with ``params``."""
+    return Transformer(replace(model.config, d_model=factor * model.config.d_model),
+                       {k: np.asarray(v, dtype=np.float32) for k, v in params.items()},
+                       temperature=model.temperature)
+
+
+def widened_body(model: Transformer, factor: int) -> dict[str, np.ndarray]:
+    """The parameters :func:`widen` gives the embeddings and the blocks (all but the final norm and output)."""
+    f = factor
     cfg = model.config
     d, h, dh = cfg.d_model, cfg.n_heads, cfg.head_dim
-    wide = replace(cfg, d_model=f * d)
     P = {name: np.asarray(value, dtype=np.float64) for name, value in model.params.items()}
 
     def copies(v):  # a vector of the stream, or the last axis of a matrix that writes it
@@ -146,10 +164,7 @@ def widen(model: Transformer, factor: int = 2) -> Transformer:
         down[:4 * d] = copies(P[p + "mlp.w_down"])
         params.update({p + "mlp.w_up": up, p + "mlp.b_up": b_up, p + "mlp.w_down": down,
                        p + "mlp.b_down": copies(P[p + "mlp.b_down"])})
-    params["ln_f.g"], params["ln_f.b"] = copies(P["ln_f.g"]) / f, copies(P["ln_f.b"]) / f
-    if not cfg.tied:
-        params["w_out"] = np.concatenate([P["w_out"]] * f, axis=0)
-    return Transformer(wide, {k: v.astype(np.float32) for k, v in params.items()}, temperature=model.temperature)
+    return params
 
 
 def export_model(model: Transformer, directory: str | Path, tokenizer=None, min_head_dim: int | None = None) -> Path:
