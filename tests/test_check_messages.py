@@ -24,17 +24,26 @@ def test_lines_are_short_and_keep_every_word():
     assert text.split() == f"ExerciseError: {HINT}".split()
 
 
+WIDTHS = (40, 50, 60, MESSAGE_WIDTH, 76, 88)
+
+
 def test_expressions_stay_whole():
-    assert _broken(wrap_message(f"ExerciseError: {HINT}")) == []
-    # Negative control: a plain textwrap at the same width cuts one of them, so the test can fail.
-    assert _broken(textwrap.fill(f"ExerciseError: {HINT}", width=MESSAGE_WIDTH)) != []
+    for width in WIDTHS:
+        assert _broken(wrap_message(f"ExerciseError: {HINT}", width)) == [], width
+    # Negative control: a plain textwrap at the same widths cuts some of them, so the test can fail.
+    assert any(_broken(textwrap.fill(f"ExerciseError: {HINT}", width=width)) for width in WIDTHS)
 
 
 def test_a_clause_that_does_not_fit_starts_a_line():
-    text = wrap_message("ExerciseError: acceptance_by_position still raises NotImplementedError: "
-                        "complete the stub, then run this check again.")
-    assert text.split("\n") == ["ExerciseError: acceptance_by_position still raises NotImplementedError:",
-                                "complete the stub, then run this check again."]
+    stub = ("ExerciseError: acceptance_by_position still raises NotImplementedError: "
+            "complete the stub, then run this check again.")
+    assert wrap_message(stub, 76).split("\n") == [
+        "ExerciseError: acceptance_by_position still raises NotImplementedError:",
+        "complete the stub, then run this check again."]
+    assert wrap_message("ExerciseError: residual still raises NotImplementedError: complete the stub, "
+                        "then run this check again.").split("\n") == [
+        "ExerciseError: residual still raises NotImplementedError:",
+        "complete the stub, then run this check again."]
 
 
 def test_line_breaks_and_long_units_are_kept():
