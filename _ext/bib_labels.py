@@ -15,7 +15,8 @@ an organisation or missing they degrade into fragments of the key.  This extensi
   ``{cite:p}`` and ``vLLM project [2026a]`` for ``{cite:t}``.  sphinxcontrib-bibtex's own
   ``author_year`` style builds the citation from the author and year fields alone, so two
   entries of one organisation in one year read the same in the text although their labels
-  differ.
+  differ.  ``{cite:author}`` and ``{cite:year}`` are not offered: alone, either part could
+  read the same for two entries.
 """
 
 from __future__ import annotations
