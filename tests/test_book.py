@@ -41,10 +41,8 @@ def page(html_root: Path, name: str) -> BeautifulSoup:
 
 
 @pytest.fixture(scope="session")
-def full_book(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("full")
-    assert build_book.build(ROOT, out) == 0, "the book does not build with warnings as errors"
-    return out / "_build" / "html"
+def full_book(built_book) -> Path:
+    return built_book  # tests/conftest.py: one build for every test that reads the pages
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,6 @@ from bs4 import BeautifulSoup
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-import build_book  # noqa: E402
 import render_check  # noqa: E402
 
 WIDTH = 1200
@@ -31,10 +30,8 @@ CDN_MARKERS = ("require.js", "require.min.js", "embed-amd", "html-manager", "mat
 
 
 @pytest.fixture(scope="module")
-def html_root(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("rendered")
-    assert build_book.build(ROOT, out) == 0, "the book does not build with warnings as errors"
-    return out / "_build" / "html"
+def html_root(built_book) -> Path:
+    return built_book  # tests/conftest.py: one build for every test that reads the pages
 
 
 @pytest.fixture(scope="module")
