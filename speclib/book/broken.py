@@ -736,11 +736,13 @@ def shipped_batched_extend(caches, feeds):
 # --- Chapter 16: a widened export whose final layer norm was copied as it was ---------------
 
 def shipped_widen(model, factor):
-    """An export for an engine that runs only wider heads, as shipped (exercise ex-16-2).
+    """An export for an engine that needs wider heads,
+    as shipped (exercise ex-16-2).
 
-    The embeddings and blocks come from the library (widened_body: every vector of the
-    residual stream stored `factor` times, heads padded with zeros); the contributor
-    wrote the final layer norm and the output embedding.
+    The library widens the embeddings and the blocks
+    (widened_body: the residual stream stored `factor`
+    times, heads padded with zeros); the contributor wrote
+    the final layer norm and the output embedding.
     """
     import numpy as np
 
@@ -751,5 +753,6 @@ def shipped_widen(model, factor):
     params["ln_f.g"] = np.concatenate([P["ln_f.g"]] * factor)
     params["ln_f.b"] = np.concatenate([P["ln_f.b"]] * factor)
     if not model.config.tied:
-        params["w_out"] = np.concatenate([P["w_out"]] * factor, axis=0)
+        w_out = [P["w_out"]] * factor
+        params["w_out"] = np.concatenate(w_out, axis=0)
     return wider_transformer(model, factor, params)
