@@ -13,7 +13,7 @@ Needs the optional ``requirements-engines.txt`` (a CPU build of vLLM; not instal
 
     python3 -m venv /tmp/engines && /tmp/engines/bin/pip install -r requirements-engines.txt
     /tmp/engines/bin/pip uninstall -y torchvision torchaudio torchcodec
-    /tmp/engines/bin/python benchmarks/vllm_pair.py            # about 15 minutes on 2 cores
+    /tmp/engines/bin/python benchmarks/vllm_pair.py            # about half an hour on 2 cores
 
 Every engine runs in a subprocess of its own (``--one NAME``), so that one engine's worker
 processes and memory are gone before the next one starts.  Nothing is downloaded: the

@@ -107,15 +107,19 @@ def test_the_shipped_pass_is_caught():
         check_batched_pass(broken.shipped_batched_extend_logits)
 
 
+def _filled_caches(model, prefixes):
+    caches = [model.cache() for _ in prefixes]
+    for c, p in zip(caches, prefixes):
+        c.extend(p)
+    return caches
+
+
 def test_the_shipped_pass_is_right_while_every_request_joins():
     # why the chapter's own check (short texts, no window moves) could not see the bug
     model, rounds = checks._batched_pass_rounds()
     prefixes, feeds = rounds[0]
     for pass_ in (batched_extend_logits, broken.shipped_batched_extend_logits):
-        caches = [model.cache() for _ in prefixes]
-        for c, p in zip(caches, prefixes):
-            c.extend(p)
-        rows = pass_(caches, feeds)
+        rows = pass_(_filled_caches(model, prefixes), feeds)
         for p, f, r in zip(prefixes, feeds, rows):
             full = model.logits(np.concatenate([p, f]))
             np.testing.assert_allclose(r, full[-f.size:], atol=2e-5, rtol=1e-4)
@@ -125,9 +129,7 @@ def test_the_shipped_pass_feeds_every_cache_correctly():
     # the caches are right, only the rows are handed out in another order
     model, rounds = checks._batched_pass_rounds()
     prefixes, feeds = rounds[1]
-    caches = [model.cache() for _ in prefixes]
-    for c, p in zip(caches, prefixes):
-        c.extend(p)
+    caches = _filled_caches(model, prefixes)
     rows = broken.shipped_batched_extend_logits(caches, feeds)
     for c, p, f in zip(caches, prefixes, feeds):
         np.testing.assert_array_equal(c.tokens, np.concatenate([p, f]))
@@ -164,14 +166,11 @@ def test_batched_pass_stub_message():
         check_batched_pass(stub)
 
 
-
 def test_the_shipped_pass_as_distributions():
     # what batch_generate takes as target_pass: the shipped rows, softmaxed
     model, rounds = checks._batched_pass_rounds()
     prefixes, feeds = rounds[0]
-    caches = [model.cache() for _ in prefixes]
-    for c, p in zip(caches, prefixes):
-        c.extend(p)
+    caches = _filled_caches(model, prefixes)
     rows = broken.shipped_batched_extend(caches, feeds)
     assert [r.shape for r in rows] == [(f.size, 11) for f in feeds]
     for r in rows:

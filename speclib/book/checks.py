@@ -1583,8 +1583,10 @@ _COUNTER_CASES = ((100, (80, 60, 45, 30)), (10, (10, 10, 10, 10)), (50, (0, 0, 0
 
 def _book_ratios_reference(num_drafts: int, accepted_per_pos, mistake: str | None = None):
     """Accepted per drafted token, accepted per verified draft, tokens per verification pass."""
+    from .engines import verified_from_counters
+
     k, accepted = len(accepted_per_pos), sum(accepted_per_pos)
-    verified = num_drafts + sum(accepted_per_pos[:-1])
+    verified = verified_from_counters(num_drafts, k * num_drafts, accepted_per_pos, k)
     if mistake == "verified_is_drafted":
         verified = k * num_drafts
     elif mistake == "verified_all":
