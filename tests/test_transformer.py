@@ -9,6 +9,8 @@ import math
 import numpy as np
 import pytest
 
+from speclib.lm.products import candidates
+
 from speclib.book import checks
 from speclib.core.decoding import autoregressive_generate, speculative_generate
 from speclib.lm.transformer import (
@@ -177,17 +179,34 @@ def test_causality_appending_never_changes_earlier_rows(cfg):
     assert causality_gap(LookAhead(model), tokens) > 1e-3  # the same check catches a leak
 
 
-def test_split_matmul_changes_no_number():
+@pytest.mark.parametrize("strategy", [None, *candidates()])
+def test_every_product_strategy_gives_the_same_pass(strategy):
+    # 9 tokens after 16: the verification pass that the strategies exist for, and a 25-token
+    # pass (beyond the measured row counts) and a token tree, against numpy's own product.
     cfg = TransformerConfig(vocab_size=11, block_size=32, d_model=256, n_layers=1, n_heads=4)
     model = random_transformer(cfg, seed=0)
-    assert model._blocks, "a 256-wide model should have column blocks"
     tokens = tokens_for(cfg, 25)
-    cache = model.cache()
-    cache.extend(tokens[:16])
-    split = cache.extend_logits(tokens[16:])  # 9 tokens: the column-block path
-    model.split_matmul = False
-    cache.rollback(16)
-    np.testing.assert_allclose(split, cache.extend_logits(tokens[16:]), atol=1e-4)
+
+    def run():
+        cache = model.cache()
+        cache.extend(tokens[:16])
+        rows = cache.extend_logits(tokens[16:])
+        cache.rollback(16)
+        tree = cache.extend_tree_logits(tokens[16:21], [-1, 0, 0, 1, 2])
+        return rows, tree, model.logits(tokens)
+
+    model.products = "full"
+    want = run()
+    model.products = strategy
+    for got, expected in zip(run(), want):
+        np.testing.assert_allclose(got, expected, atol=1e-4)
+
+
+def test_products_setting_is_checked():
+    model = random_transformer(CONFIGS[0], seed=0)
+    with pytest.raises(ValueError, match="products: expected None or one of"):
+        model.products = "fastest"
+    assert model.products is None
 
 
 def test_temperature_and_greedy():

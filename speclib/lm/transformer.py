@@ -45,6 +45,8 @@ import numpy as np
 from .._validate import (MAX_DRAFT_LENGTH, MAX_REPEATS, as_bool, as_generator, as_int, as_int_list, as_path, as_real,
                          as_real_array, as_tokens)
 from ..core.cache import fed_tokens
+from . import kernel as _kernel
+from .products import Product, candidates
 
 #: Where the shipped weights live.
 DATA_DIR = Path(__file__).parent.parent / "data"
@@ -53,16 +55,6 @@ DATA_DIR = Path(__file__).parent.parent / "data"
 LN_EPS = 1e-5
 
 _GELU_C = math.sqrt(2.0 / math.pi)
-
-#: OpenBLAS (numpy's usual BLAS) multiplies small matrices with a direct kernel only while
-#: ``rows * inner * columns`` stays below about this many; above it, it repacks the whole
-#: weight matrix first, which makes a pass over 2 to 16 tokens cost several times a pass over
-#: one.  Splitting a weight matrix into column blocks keeps those passes on the direct kernel.
-SMALL_PRODUCT = 1_000_000
-#: Passes over 2 .. SPLIT_MAX_TOKENS tokens use the column blocks; one token uses the whole
-#: matrix (a matrix-vector product), longer passes the ordinary matrix product.
-SPLIT_MAX_TOKENS = 16
-
 
 @dataclass(frozen=True)
 class TransformerConfig:
@@ -171,8 +163,19 @@ def _layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    # The tanh approximation, as in GPT-2 (PyTorch: gelu(approximate="tanh")).
-    return 0.5 * x * (1.0 + np.tanh(_GELU_C * (x + 0.044715 * x * x * x)))
+    # The tanh approximation, as in GPT-2 (PyTorch: gelu(approximate="tanh")):
+    # 0.5 x (1 + tanh(u)) with u = c (x + 0.044715 x^3), written as x / (1 + exp(-2u)), the
+    # same function, because numpy's float32 exp is vectorised and its tanh is not on every
+    # processor.  Clipping -2u at 80 keeps exp finite; x / (1 + e^80) is 0 in float32 anyway.
+    u = x * x
+    u *= 0.044715
+    u += 1.0
+    u *= x
+    u *= -2.0 * _GELU_C
+    np.minimum(u, 80.0, out=u)
+    np.exp(u, out=u)
+    u += 1.0
+    return np.divide(x, u, out=u)
 
 
 def softmax_rows(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
@@ -262,14 +265,10 @@ class Transformer:
             for i in range(config.n_layers)
         ]
         self._w_out = self.params["wte"].T.copy() if config.tied else self.params["w_out"]
-        # Column blocks of each matrix, sized for up to 9 tokens (k = 8) per product.
-        self._blocks = {}
-        for w in [layer[i] for layer in self._layers for i in (2, 4, 8, 10)] + [self._w_out]:
-            width = max(16, SMALL_PRODUCT // (9 * w.shape[0]) // 16 * 16)
-            if width < w.shape[1]:
-                self._blocks[id(w)] = [w[:, i:i + width].copy() for i in range(0, w.shape[1], width)]
-        #: Use the column blocks for short multi-token passes (set False to compare).
-        self.split_matmul = True
+        # Every weight matrix ready for the product strategies of speclib.lm.products.
+        self._products = {id(w): Product(w) for w in
+                          [layer[i] for layer in self._layers for i in (2, 4, 8, 10)] + [self._w_out]}
+        self._strategy: str | None = None
 
     def __repr__(self) -> str:
         c = self.config
@@ -300,14 +299,38 @@ class Transformer:
         """Next-token distributions, shape ``(n, V)``: the model protocol."""
         return softmax_rows(self.logits(tokens), self.temperature)
 
+    @property
+    def products(self) -> str | None:
+        """The matrix-product strategy of every pass (:mod:`speclib.lm.products`).
+
+        ``None`` (the default) uses, for each weight shape and number of tokens, the strategy
+        measured fastest on this machine; a name from ``speclib.lm.products.STRATEGIES``
+        forces that one, to compare them.  Every strategy computes the same numbers up to
+        float32 rounding.
+        """
+        return self._strategy
+
+    @products.setter
+    def products(self, strategy: str | None) -> None:
+        from .products import STRATEGIES, candidates
+
+        if strategy is not None:
+            if strategy not in STRATEGIES:
+                raise ValueError(f"products: expected None or one of {', '.join(STRATEGIES)}, got {strategy!r}")
+            if strategy == "kernel" and "kernel" not in candidates():
+                raise ValueError("products: the kernel needs numba (pip install -r requirements.txt)")
+        self._strategy = strategy
+
     def _mm(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
-        n = x.shape[0]
-        if n == 1 or n > SPLIT_MAX_TOKENS or not self.split_matmul:
-            return x @ w
-        blocks = self._blocks.get(id(w))
-        if blocks is None:
-            return x @ w
-        return np.concatenate([x @ b for b in blocks], axis=1)
+        product = self._products.get(id(w))
+        if product is None or product.source is not w:  # a matrix set after construction
+            product = self._products[id(w)] = Product(w)
+        return product(x, self._strategy)
+
+    def _attention_compiled(self) -> bool:
+        # Passes over several tokens attend with the compiled kernel wherever the products may
+        # use it (the default choice, or products = "kernel").
+        return self._strategy in (None, "kernel") and "kernel" in candidates()
 
     # The one place where the network is evaluated.  ``keys``/``values`` hold, for each
     # layer, ``filled`` cached slots of the current window; the new tokens are written to
@@ -326,7 +349,8 @@ class Transformer:
         end = filled + n
         wpe = self.params["wpe"]
         x = self.params["wte"][tokens] + (wpe[filled:end] if positions is None else wpe[positions])
-        if mask is None and n > 1:  # new token j may look at window slots 0 .. filled + j
+        compiled = n > 1 and self._attention_compiled()
+        if mask is None and n > 1 and not compiled:  # new token j may look at window slots 0 .. filled + j
             mask = np.triu(np.full((n, end), -np.inf, dtype=np.float32), k=filled + 1)
         scale = np.float32(1.0 / math.sqrt(dh))
         for layer, (g1, b1, w_qkv, b_qkv, w_o, b_o, g2, b2, w_up, b_up, w_down, b_down) in enumerate(self._layers):
@@ -334,13 +358,16 @@ class Transformer:
             qkv = qkv.reshape(n, 3, h, dh).transpose(1, 2, 0, 3)  # (3, heads, n, head_dim)
             keys[layer, :, filled:end] = qkv[1]
             values[layer, :, filled:end] = qkv[2]
-            att = (qkv[0] * scale) @ keys[layer, :, :end].transpose(0, 2, 1)  # (heads, n, end)
-            if mask is not None:
-                att += mask
-            att -= _max(att, axis=-1, keepdims=True)
-            np.exp(att, out=att)
-            att /= _sum(att, axis=-1, keepdims=True)
-            y = (att @ values[layer, :, :end]).transpose(1, 0, 2).reshape(n, cfg.d_model)
+            if compiled:  # the same attention, compiled: numpy's batched products are slow for 2-16 rows
+                y = _kernel.attend(qkv[0] * scale, keys[layer], values[layer], filled, mask)
+            else:
+                att = (qkv[0] * scale) @ keys[layer, :, :end].transpose(0, 2, 1)  # (heads, n, end)
+                if mask is not None:
+                    att += mask
+                att -= _max(att, axis=-1, keepdims=True)
+                np.exp(att, out=att)
+                att /= _sum(att, axis=-1, keepdims=True)
+                y = (att @ values[layer, :, :end]).transpose(1, 0, 2).reshape(n, cfg.d_model)
             x = x + (self._mm(y, w_o) + b_o)
             x = x + (self._mm(_gelu(self._mm(_layer_norm(x, g2, b2), w_up) + b_up), w_down) + b_down)
         x = _layer_norm(x, self.params["ln_f.g"], self.params["ln_f.b"])

@@ -1,0 +1,186 @@
+"""The matrix products of a pass over a few tokens, chosen by measurement on this machine.
+
+What a pass over ``k + 1`` tokens costs is mostly what the matrix library charges for
+multiplying ``k + 1`` rows by each weight matrix, and that is a property of the library's
+kernel, not only of the hardware: numpy's BLAS picks a kernel for the processor (OpenBLAS's
+"Haswell", "SkylakeX", ...), and the same product can cost two rows' time on one and ten on
+another.  So the transformer does not assume a strategy: for each weight shape and each
+number of rows from 1 to :data:`MAX_ROWS` it times every strategy below once per process
+(a fraction of a second) and uses the fastest.
+
+``full``
+    ``x @ w``: the library's own choice (a matrix-vector product for one row).
+``blocks``
+    ``x`` times column blocks of ``w``, each small enough for OpenBLAS's direct small-matrix
+    path, joined: avoids the repacking that some kernels do for a general product.
+``rows``
+    one matrix-vector product per row: ``n`` rows cost ``n`` single rows.
+``transposed``
+    ``(w.T @ x.T).T`` with a stored contiguous transpose: the other memory order.
+``kernel``
+    :func:`speclib.lm.kernel.rows_matmul`, which reads each weight once for all the rows
+    (needs numba).
+
+The environment variable ``SPECLIB_PRODUCTS`` (a comma-separated list of these names)
+limits the candidates, for example ``SPECLIB_PRODUCTS=full`` to run numpy's own product
+everywhere.  Every strategy computes the same product up to float32 rounding.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from . import kernel as _kernel
+
+#: Every strategy, in the order ties are broken.
+STRATEGIES = ("full", "blocks", "rows", "transposed", "kernel")
+#: Row counts chosen by measurement (1 .. MAX_ROWS); longer passes use ``full``.
+MAX_ROWS = 16
+#: Column blocks keep ``rows * inner * block width`` below this for up to 9 rows: OpenBLAS
+#: multiplies such small products directly, without repacking the matrix.
+SMALL_PRODUCT = 1_000_000
+#: Repetitions of each timing when a plan is measured (the median is used).
+PLAN_REPEATS = 5
+
+_PLANS: dict[tuple, tuple[str, ...]] = {}  # (inner, outer, candidates) -> strategy per row count
+_TABLES: dict[tuple, np.ndarray] = {}  # the same key -> the seconds measured, (MAX_ROWS, len(candidates))
+
+
+def candidates() -> tuple[str, ...]:
+    """The strategies this process may use: all of :data:`STRATEGIES` that can run here
+    (``kernel`` only with numba), limited by ``SPECLIB_PRODUCTS`` when it is set.
+
+    Raises ValueError when ``SPECLIB_PRODUCTS`` names no known strategy.
+    """
+    usable = tuple(s for s in STRATEGIES if s != "kernel" or _kernel.available())
+    wanted = os.environ.get("SPECLIB_PRODUCTS", "").strip()
+    if not wanted:
+        return usable
+    names = [w.strip() for w in wanted.split(",") if w.strip()]
+    unknown = [w for w in names if w not in STRATEGIES]
+    if unknown or not names:
+        raise ValueError(f"SPECLIB_PRODUCTS: unknown strategy {unknown[0] if unknown else wanted!r}; "
+                         f"expected a comma-separated list of {', '.join(STRATEGIES)}")
+    chosen = tuple(s for s in usable if s in names)
+    if not chosen:
+        raise ValueError(f"SPECLIB_PRODUCTS={wanted!r}: none of these can run here "
+                         "(the kernel needs numba: pip install -r requirements.txt)")
+    return chosen
+
+
+class Product:
+    """One weight matrix ``w`` (``(inner, outer)``, float32), ready for every strategy.
+
+    ``product(x)`` returns ``x @ w`` for rows ``x`` of shape ``(n, inner)`` with the strategy
+    measured fastest for ``n`` rows (the plan is measured at the first call and shared by
+    every matrix of the same shape in the process); ``product(x, "rows")`` forces one.
+
+    Examples
+    --------
+    >>> w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    >>> p = Product(w)
+    >>> x = np.ones((2, 3), dtype=np.float32)
+    >>> [bool(np.allclose(p(x, s), x @ w)) for s in candidates()] == [True] * len(candidates())
+    True
+    """
+
+    def __init__(self, w: np.ndarray) -> None:
+        self.source = w  # the matrix as given (kept, so that its id names it while this lives)
+        self.w = np.ascontiguousarray(w, dtype=np.float32)
+        if self.w.ndim != 2:
+            raise ValueError(f"w: expected a matrix, got shape {self.w.shape}")
+        self.inner, self.outer = self.w.shape
+        self._wt = self._blocks = None
+        self._plan: tuple | None = None
+
+    # --- the strategies -------------------------------------------------------------
+
+    @property
+    def wt(self) -> np.ndarray:
+        if self._wt is None:
+            self._wt = np.ascontiguousarray(self.w.T)
+        return self._wt
+
+    def full(self, x: np.ndarray) -> np.ndarray:
+        return x @ self.w
+
+    def blocks(self, x: np.ndarray) -> np.ndarray:
+        if self._blocks is None:
+            width = max(16, SMALL_PRODUCT // (9 * self.inner) // 16 * 16)
+            self._blocks = [self.w[:, i:i + width].copy() for i in range(0, self.outer, width)]
+        if len(self._blocks) == 1:
+            return x @ self.w
+        return np.concatenate([x @ b for b in self._blocks], axis=1)
+
+    def rows(self, x: np.ndarray) -> np.ndarray:
+        out = np.empty((x.shape[0], self.outer), dtype=np.float32)
+        for i in range(x.shape[0]):
+            np.matmul(x[i], self.w, out=out[i])
+        return out
+
+    def transposed(self, x: np.ndarray) -> np.ndarray:
+        return (self.wt @ x.T).T
+
+    def kernel(self, x: np.ndarray) -> np.ndarray:
+        if x.dtype != np.float32 or not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x, dtype=np.float32)
+        return _kernel.rows_matmul(x, self.wt, np.empty((x.shape[0], self.outer), dtype=np.float32))
+
+    # --- choosing ---------------------------------------------------------------------
+
+    def __call__(self, x: np.ndarray, strategy: str | None = None) -> np.ndarray:
+        if strategy is not None:
+            return getattr(self, strategy)(x)
+        n = x.shape[0]
+        if n > MAX_ROWS:
+            return x @ self.w
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = tuple(getattr(self, s) for s in self.plan())
+        return plan[n - 1](x)
+
+    def plan(self) -> tuple[str, ...]:
+        """The strategy used for 1 .. :data:`MAX_ROWS` rows (measured once per shape and process)."""
+        names = candidates()
+        key = (self.inner, self.outer, names)
+        if key not in _PLANS:
+            seconds = self.measure(names)
+            _TABLES[key] = seconds
+            _PLANS[key] = tuple(names[j] for j in seconds.argmin(axis=1))
+        return _PLANS[key]
+
+    def measure(self, names: tuple[str, ...] | None = None, max_rows: int = MAX_ROWS,
+                repeats: int = PLAN_REPEATS, seed: int = 0) -> np.ndarray:
+        """Median seconds of each strategy for 1 .. ``max_rows`` rows, ``(max_rows, len(names))``.
+
+        Random rows; each repetition times every (rows, strategy) pair once in a shuffled
+        order, so that a slow spell of the machine does not fall on one strategy only.
+        """
+        names = candidates() if names is None else tuple(names)
+        rng = np.random.default_rng(seed)
+        xs = [rng.standard_normal((n, self.inner)).astype(np.float32) for n in range(1, max_rows + 1)]
+        fns = [getattr(self, s) for s in names]
+        for fn in fns:  # warm up: compile the kernel, build the blocks and the transpose
+            fn(xs[0])
+            fn(xs[-1])
+        pairs = [(n, j) for n in range(max_rows) for j in range(len(names))]
+        seconds = np.empty((repeats, max_rows, len(names)))
+        clock = time.perf_counter
+        for r in range(repeats):
+            for idx in rng.permutation(len(pairs)):
+                n, j = pairs[idx]
+                t0 = clock()
+                fns[j](xs[n])
+                seconds[r, n, j] = clock() - t0
+        return np.median(seconds, axis=0)
+
+
+def measured_plans() -> dict[tuple[int, int], dict[str, object]]:
+    """What this process has measured so far: for each weight shape, the strategy chosen for
+    each row count and the median seconds of every candidate (``{"names", "plan", "seconds"}``)."""
+    return {(inner, outer): {"names": names, "plan": _PLANS[inner, outer, names],
+                             "seconds": _TABLES[inner, outer, names]}
+            for (inner, outer, names) in _TABLES}
