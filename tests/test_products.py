@@ -12,7 +12,7 @@ import pytest
 
 from speclib.lm import kernel, products
 from speclib.lm.drafters import DRAFTER_FILES, load_drafter_model
-from speclib.lm.products import MAX_ROWS, STRATEGIES, Product, candidates, measured_plans
+from speclib.lm.products import LONG_CANDIDATES, MAX_ROWS, ROW_COUNTS, STRATEGIES, Product, candidates, measured_plans
 from speclib.lm.transformer import TransformerConfig, load_pair, random_transformer
 
 needs_numba = pytest.mark.skipif(not kernel.available(), reason="the compiled kernels need numba")
@@ -44,7 +44,7 @@ def test_every_strategy_computes_the_product(shape):
     rng = np.random.default_rng(sum(shape))
     w = rng.standard_normal(shape).astype(np.float32)
     product = Product(w)
-    for rows in (*range(1, MAX_ROWS + 1), 17, 40):
+    for rows in (*range(1, MAX_ROWS + 1), 17, 40, 64, 129):
         x = rng.standard_normal((rows, shape[0])).astype(np.float32)
         want = x.astype(np.float64) @ w.astype(np.float64)
         for strategy in (None, *candidates()):
@@ -84,12 +84,13 @@ def test_plan_chooses_from_the_candidates_for_every_row_count():
     w = np.random.default_rng(1).standard_normal((48, 50)).astype(np.float32)
     product = Product(w)
     plan = product.plan()
-    assert len(plan) == MAX_ROWS and set(plan) <= set(candidates())
+    assert len(plan) == len(ROW_COUNTS) and set(plan) <= set(candidates())
+    assert set(plan[MAX_ROWS:]) <= set(LONG_CANDIDATES)
     info = measured_plans()[48, 50]
-    assert info["plan"] == plan and info["seconds"].shape == (MAX_ROWS, len(info["names"]))
-    assert np.all(info["seconds"] > 0)
+    assert info["plan"] == plan and info["seconds"].shape == (len(ROW_COUNTS), len(info["names"]))
+    assert np.all(info["seconds"][:MAX_ROWS] > 0)
     # the measured choice is the fastest measured strategy for each row count
-    assert [info["names"][j] for j in info["seconds"].argmin(axis=1)] == list(plan)
+    assert [info["names"][j] for j in np.nanargmin(info["seconds"], axis=1)] == list(plan)
 
 
 def test_environment_limits_the_candidates(monkeypatch):

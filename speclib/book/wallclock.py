@@ -423,9 +423,11 @@ def processor_summary() -> str:
 
     For the short note each timing chapter carries ("how these numbers were measured"):
     the processor's model name (from ``/proc/cpuinfo`` where Linux provides it), the number
-    of logical cores, the largest cache (:func:`last_level_cache_bytes`), numpy's BLAS, and
-    the one-minute load average when it is called: a load above the number of cores means
-    other programs shared the processor while the timings were taken.
+    of logical cores, the largest cache (:func:`last_level_cache_bytes`), numpy's BLAS with
+    the kernel it runs and whether the environment forced it, the matrix-product strategies
+    the transformer chose from (:func:`speclib.lm.products.describe`), and the one-minute
+    load average when it is called: a load above the number of cores means other programs
+    shared the processor while the timings were taken.
 
     Examples
     --------
@@ -470,10 +472,10 @@ def _load_average() -> float | None:
 
 
 def _blas_name() -> str:
-    """The BLAS numpy was built with ("OpenBLAS 0.3.27"), or "" where numpy does not say."""
+    """numpy's BLAS, its kernel and the product strategies (speclib.lm.products.describe), or ""."""
+    from ..lm.products import describe
+
     try:
-        config = np.show_config(mode="dicts")
-        blas = config["Build Dependencies"]["blas"]
-        return f"{blas.get('name', '')} {blas.get('version', '')}".strip().replace("scipy-openblas", "OpenBLAS")
-    except Exception:  # older numpy: no machine-readable configuration
+        return describe()
+    except Exception:  # an unusual build that threadpoolctl and numpy cannot describe
         return ""

@@ -5,8 +5,8 @@ multiplying ``k + 1`` rows by each weight matrix, and that is a property of the 
 kernel, not only of the hardware: numpy's BLAS picks a kernel for the processor (OpenBLAS's
 "Haswell", "SkylakeX", ...), and the same product can cost two rows' time on one and ten on
 another.  So the transformer does not assume a strategy: for each weight shape and each
-number of rows from 1 to :data:`MAX_ROWS` it times every strategy below once per process
-(a fraction of a second) and uses the fastest.
+number of rows from 1 to :data:`MAX_ROWS` (and a few longer passes, :data:`LONG_ROWS`) it
+times every strategy below once per process (a fraction of a second) and uses the fastest.
 
 ``full``
     ``x @ w``: the library's own choice (a matrix-vector product for one row).
@@ -37,16 +37,22 @@ from . import kernel as _kernel
 
 #: Every strategy, in the order ties are broken.
 STRATEGIES = ("full", "blocks", "rows", "transposed", "kernel")
-#: Row counts chosen by measurement (1 .. MAX_ROWS); longer passes use ``full``.
+#: Every row count from 1 to MAX_ROWS is measured; longer passes (a prompt, a re-read
+#: window) use the plan of the next larger count in LONG_ROWS; beyond the last, ``full``.
 MAX_ROWS = 16
+LONG_ROWS = (24, 32, 48, 64, 96, 128)
+ROW_COUNTS = tuple(range(1, MAX_ROWS + 1)) + LONG_ROWS
+#: Strategies worth timing for the long passes (the others are never faster there).
+LONG_CANDIDATES = ("full", "transposed", "kernel")
+_ROW_INDEX = [0] + [next(i for i, c in enumerate(ROW_COUNTS) if c >= n) for n in range(1, ROW_COUNTS[-1] + 1)]
 #: Column blocks keep ``rows * inner * block width`` below this for up to 9 rows: OpenBLAS
 #: multiplies such small products directly, without repacking the matrix.
 SMALL_PRODUCT = 1_000_000
 #: Repetitions of each timing when a plan is measured (the median is used).
 PLAN_REPEATS = 5
 
-_PLANS: dict[tuple, tuple[str, ...]] = {}  # (inner, outer, candidates) -> strategy per row count
-_TABLES: dict[tuple, np.ndarray] = {}  # the same key -> the seconds measured, (MAX_ROWS, len(candidates))
+_PLANS: dict[tuple, tuple[str, ...]] = {}  # (inner, outer, candidates) -> strategy per entry of ROW_COUNTS
+_TABLES: dict[tuple, np.ndarray] = {}  # the same key -> the seconds measured, (len(ROW_COUNTS), len(candidates))
 
 
 def candidates() -> tuple[str, ...]:
@@ -135,47 +141,53 @@ class Product:
         if strategy is not None:
             return getattr(self, strategy)(x)
         n = x.shape[0]
-        if n > MAX_ROWS:
+        if n > ROW_COUNTS[-1]:
             return x @ self.w
         plan = self._plan
         if plan is None:
             plan = self._plan = tuple(getattr(self, s) for s in self.plan())
-        return plan[n - 1](x)
+        return plan[_ROW_INDEX[n]](x)
 
     def plan(self) -> tuple[str, ...]:
-        """The strategy used for 1 .. :data:`MAX_ROWS` rows (measured once per shape and process)."""
+        """The strategy used for each row count of :data:`ROW_COUNTS` (measured once per shape
+        and process; a pass over ``n`` rows uses the entry of the smallest count >= ``n``)."""
         names = candidates()
         key = (self.inner, self.outer, names)
         if key not in _PLANS:
             seconds = self.measure(names)
             _TABLES[key] = seconds
-            _PLANS[key] = tuple(names[j] for j in seconds.argmin(axis=1))
+            _PLANS[key] = tuple(names[j] for j in np.nanargmin(seconds, axis=1))
         return _PLANS[key]
 
-    def measure(self, names: tuple[str, ...] | None = None, max_rows: int = MAX_ROWS,
+    def measure(self, names: tuple[str, ...] | None = None, counts: tuple[int, ...] = ROW_COUNTS,
                 repeats: int = PLAN_REPEATS, seed: int = 0) -> np.ndarray:
-        """Median seconds of each strategy for 1 .. ``max_rows`` rows, ``(max_rows, len(names))``.
+        """Median seconds of each strategy for each row count, ``(len(counts), len(names))``.
 
         Random rows; each repetition times every (rows, strategy) pair once in a shuffled
-        order, so that a slow spell of the machine does not fall on one strategy only.
+        order, so that a slow spell of the machine does not fall on one strategy only.  Above
+        :data:`MAX_ROWS` rows only :data:`LONG_CANDIDATES` are timed (nan for the others).
         """
         names = candidates() if names is None else tuple(names)
         rng = np.random.default_rng(seed)
-        xs = [rng.standard_normal((n, self.inner)).astype(np.float32) for n in range(1, max_rows + 1)]
+        xs = [rng.standard_normal((n, self.inner)).astype(np.float32) for n in counts]
         fns = [getattr(self, s) for s in names]
         for fn in fns:  # warm up: compile the kernel, build the blocks and the transpose
             fn(xs[0])
             fn(xs[-1])
-        pairs = [(n, j) for n in range(max_rows) for j in range(len(names))]
-        seconds = np.empty((repeats, max_rows, len(names)))
+        pairs = [(i, j) for i, n in enumerate(counts) for j, s in enumerate(names)
+                 if n <= MAX_ROWS or s in LONG_CANDIDATES]
+        seconds = np.full((repeats, len(counts), len(names)), np.nan)
         clock = time.perf_counter
         for r in range(repeats):
             for idx in rng.permutation(len(pairs)):
-                n, j = pairs[idx]
+                i, j = pairs[idx]
                 t0 = clock()
-                fns[j](xs[n])
-                seconds[r, n, j] = clock() - t0
-        return np.median(seconds, axis=0)
+                fns[j](xs[i])
+                seconds[r, i, j] = clock() - t0
+        seconds = np.median(seconds, axis=0)
+        if not (np.isfinite(seconds).any(axis=1)).all():  # no candidate timed for a long count
+            seconds[~np.isfinite(seconds).any(axis=1), names.index(names[0])] = 0.0
+        return seconds
 
 
 def measured_plans() -> dict[tuple[int, int], dict[str, object]]:
@@ -184,3 +196,83 @@ def measured_plans() -> dict[tuple[int, int], dict[str, object]]:
     return {(inner, outer): {"names": names, "plan": _PLANS[inner, outer, names],
                              "seconds": _TABLES[inner, outer, names]}
             for (inner, outer, names) in _TABLES}
+
+
+#: Environment variables with which OpenBLAS is told which kernel to use instead of choosing one.
+FORCING_VARIABLES = ("OPENBLAS_CORETYPE",)
+#: Set by tools/execute_notebooks.py when it removed a forced kernel for a timing chapter.
+UNFORCED_MARK = "SPECLIB_UNFORCED_KERNEL"
+
+
+def blas_kernel() -> dict[str, str | None]:
+    """Which BLAS numpy runs and which of its kernels, as threadpoolctl reports it.
+
+    ``{"library": "OpenBLAS", "version": "0.3.29", "kernel": "Haswell", "forced": None,
+    "unforced": None}``: ``kernel`` is the kernel family the library chose for this processor
+    (threadpoolctl's ``architecture``); ``forced`` is the value of a variable that made the
+    library use another one (``OPENBLAS_CORETYPE``), ``unforced`` the value of one that
+    ``tools/execute_notebooks.py`` removed for this execution.  Values it cannot find are None.
+
+    Examples
+    --------
+    >>> sorted(blas_kernel())
+    ['forced', 'kernel', 'library', 'unforced', 'version']
+    """
+    info: dict[str, str | None] = {"library": None, "version": None, "kernel": None,
+                                   "forced": None, "unforced": os.environ.get(UNFORCED_MARK) or None}
+    for name in FORCING_VARIABLES:
+        if os.environ.get(name):
+            info["forced"] = f"{name}={os.environ[name]}"
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # threadpoolctl is in requirements.txt; without it, numpy's build record
+        threadpool_info = None
+    if threadpool_info is not None:
+        for pool in threadpool_info():
+            if pool.get("user_api") == "blas":
+                api = str(pool.get("internal_api", ""))
+                info["library"] = {"openblas": "OpenBLAS", "mkl": "MKL", "blis": "BLIS"}.get(api, api or None)
+                info["version"] = pool.get("version")
+                info["kernel"] = pool.get("architecture")
+                break
+    if info["library"] is None:
+        try:
+            blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+            info["library"] = str(blas.get("name", "")).replace("scipy-openblas", "OpenBLAS") or None
+            info["version"] = blas.get("version")
+        except Exception:
+            pass
+    return info
+
+
+def describe() -> str:
+    """One phrase for a timing's processor line: the BLAS, its kernel, whether it was forced,
+    and which product strategies the transformer chose from.
+
+    Examples
+    --------
+    >>> "BLAS" in describe() or "OpenBLAS" in describe() or "kernel" in describe()
+    True
+    """
+    info = blas_kernel()
+    blas = " ".join(str(v) for v in (info["library"], info["version"]) if v) or "an unidentified BLAS"
+    if info["kernel"]:
+        blas += f" with its {info['kernel']} kernels"
+    if info["forced"]:
+        blas += f" (forced by {info['forced']})"
+    elif info["unforced"]:
+        blas += f" (the library's own choice: the environment's OPENBLAS_CORETYPE={info['unforced']} " \
+                "was removed for this execution)"
+    else:
+        blas += " (the library's own choice)"
+    try:
+        names = candidates()
+    except ValueError:
+        names = ()
+    if "kernel" in names:
+        import numba
+
+        tail = f"products chosen by measurement among {', '.join(names)} (kernel: numba {numba.__version__})"
+    else:
+        tail = f"products chosen by measurement among {', '.join(names) or 'none'}"
+    return f"{blas}; {tail}"

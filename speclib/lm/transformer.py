@@ -939,6 +939,64 @@ def pass_times(model: Transformer, n_tokens: tuple[int, ...] = (1, 2, 3, 4, 5, 6
     return PassTimes(np.array(counts), seconds, 4 * n_params, n_params)
 
 
+def strategy_pass_times(model: Transformer, strategies=None, n_tokens: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 9),
+                        repeats: int = 20, prefix_length: int = 64, seed: int = 0) -> dict:
+    """:func:`pass_times` for several product strategies at once, interleaved.
+
+    ``strategies`` lists values of :attr:`Transformer.products` (``None``: the measured
+    choice); by default ``None`` and every strategy that can run here.  Each repeat times every
+    (strategy, token count) pair once in a fresh random order, on one BLAS thread, so that the
+    strategies share the machine's slow spells.  Returns ``{strategy: PassTimes}``; the model's
+    own setting is restored.
+
+    Examples
+    --------
+    >>> cfg = TransformerConfig(vocab_size=5, block_size=16, d_model=8, n_layers=1, n_heads=2)
+    >>> times = strategy_pass_times(random_transformer(cfg), ["full", "rows"], (1, 2), repeats=2, prefix_length=4)
+    >>> sorted(times), times["rows"].seconds.shape
+    (['full', 'rows'], (2, 2))
+    """
+    from ..core.cost import PassTimes
+    from .products import candidates
+
+    model = _check_transformer(model, "model")
+    strategies = [None, *candidates()] if strategies is None else list(strategies)
+    if not strategies:
+        raise ValueError("strategies: expected at least one strategy")
+    counts = sorted(set(as_int_list(n_tokens, "n_tokens", minimum=1)))
+    repeats = as_int(repeats, "repeats", minimum=1, maximum=MAX_REPEATS, why="timings settle long before")
+    prefix_length = as_int(prefix_length, "prefix_length", minimum=0)
+    if prefix_length + counts[-1] > model.config.block_size:
+        raise ValueError(f"prefix_length + n_tokens: must fit in the block of {model.config.block_size} tokens")
+    rng = as_generator(seed, "seed")
+    before = model.products
+    for strategy in strategies:
+        model.products = strategy  # checks the name
+    cache = model.cache()
+    cache.extend(rng.integers(0, model.vocab_size, prefix_length))
+    new = rng.integers(0, model.vocab_size, counts[-1])
+    pairs = [(i, j) for i in range(len(strategies)) for j in range(len(counts))]
+    seconds = np.empty((len(strategies), repeats, len(counts)))
+    try:
+        with blas_threads(1):
+            for i, j in pairs:  # warm-up: plans measured, kernels compiled
+                model.products = strategies[i]
+                cache.extend_logits(new[:counts[j]])
+                cache.rollback(prefix_length)
+            for r in range(repeats):
+                for idx in rng.permutation(len(pairs)):
+                    i, j = pairs[idx]
+                    model.products = strategies[i]
+                    t0 = time.perf_counter()
+                    cache.extend_logits(new[:counts[j]])
+                    seconds[i, r, j] = time.perf_counter() - t0
+                    cache.rollback(prefix_length)
+    finally:
+        model.products = before
+    n_params = model.n_parameters
+    return {s: PassTimes(np.array(counts), seconds[i], 4 * n_params, n_params) for i, s in enumerate(strategies)}
+
+
 def speedup_with_costs(alpha: float, k: int, c: float, verify_ratio: float) -> float:
     """Predicted wall-clock speed-up when a verification pass costs more than a single pass.
 
