@@ -10,3 +10,4 @@ import importlib.util
 _HF = all(importlib.util.find_spec(name) is not None for name in ("torch", "transformers"))
 
 collect_ignore = [] if _HF else ["speclib/lm/hf.py", "book/14_your_own_models.ipynb"]
+

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent
 REQUIREMENTS = "requirements.txt"  #: what the book, Binder and the tests need
 EXTRA_REQUIREMENTS = "requirements-hf.txt"  #: PyTorch and transformers, for the tests only (optional file)
 STAMP_NAME = ".requirements-sha256"
-TEST_PLUGINS = ("pytest", "nbval")  #: modules `dev.py test` cannot run without
+TEST_PLUGINS = ("pytest", "nbval", "xdist")  #: modules `dev.py test` cannot run without
 PROBE_TIMEOUT = 120  #: seconds the environment's interpreter gets to answer the health check
 LOCK_TIMEOUT = 3600  #: seconds to wait for another set-up of the same tree before giving up
 
@@ -461,6 +461,32 @@ def ensure_chromium() -> None:
         say(f"could not install Chromium ({error}); the rendered-page tests will say what is missing")
 
 
+#: Variables that keep every library on one thread: the suite's processes share the cores.
+ONE_THREAD = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the platform says, else all)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def parallel_options() -> list[str]:
+    """pytest-xdist's options for ``test``: one worker per usable core, each file (a notebook's cells
+    share one kernel; a test file's module fixtures are built once) on one worker, one thread per
+    library (the built book is shared by the workers: tests/conftest.py).
+
+    The variables of :data:`ONE_THREAD` are set here for the workers and the notebook kernels
+    they start, unless the caller set them already, and so is ``SPECLIB_QUICK`` (the chapters'
+    timing loops, whose outputs nbval does not compare, run two repetitions; speclib._validate)."""
+    for name in ONE_THREAD:
+        os.environ.setdefault(name, "1")
+    os.environ.setdefault("SPECLIB_QUICK", "1")  # timing loops short: their outputs are not compared
+    return ["-n", str(usable_cores()), "--dist", "loadfile"]
+
+
 def main(argv: list[str]) -> int:
     commands = {"book": [], "student": ["--student"], "test": None}
     if not argv or argv[0] not in commands:
@@ -483,7 +509,7 @@ def main(argv: list[str]) -> int:
     try:
         if argv[0] == "test":
             ensure_chromium()
-            run(python, "-m", "pytest", cwd=ROOT)
+            run(python, "-m", "pytest", *parallel_options(), cwd=ROOT)
         else:
             extra = ["--output", output] if output is not None else []
             run(python, "tools/build_book.py", *commands[argv[0]], *extra, cwd=ROOT)

@@ -8,6 +8,7 @@ speclib should fail with a traceback from deep inside numpy or return a silent N
 from __future__ import annotations
 
 import numbers
+import os
 
 import numpy as np
 
@@ -20,6 +21,23 @@ import numpy as np
 #: and is refused.  Accepting a row off by ``d`` moves the sampled law by at most about ``d`` in
 #: total variation, since the samplers normalise by the row's own sum.
 SUM_TOLERANCE = float(np.sqrt(np.finfo(np.float32).eps))
+
+#: When this environment variable is set (``python3 dev.py test`` sets it), timing loops run at
+#: most :data:`QUICK_REPEATS` repetitions: the chapters' timing cells, whose outputs nbval does not
+#: compare, then stay short in the test suite, while executed pages keep their full runs.
+QUICK_VARIABLE = "SPECLIB_QUICK"
+QUICK_REPEATS = 2
+
+
+def timing_repeats(repeats: int) -> int:
+    """``repeats``, or at most :data:`QUICK_REPEATS` when ``SPECLIB_QUICK`` is set.
+
+    Examples
+    --------
+    >>> timing_repeats(1)
+    1
+    """
+    return min(repeats, QUICK_REPEATS) if os.environ.get(QUICK_VARIABLE) else repeats
 
 
 def as_generator(rng: object, name: str = "rng") -> np.random.Generator:

@@ -1,6 +1,7 @@
 """Shared fixtures: a second-order pair, whose context reaches past one token, for the exact
 checks; and the book built once per test session, for every test that reads its pages."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -15,13 +16,36 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="session")
 def built_book(tmp_path_factory) -> Path:
     """The full book built with warnings as errors (tools/build_book.py) into a temporary folder:
-    its HTML root.  The tests read it and never change it."""
+    its HTML root.  The tests read it and never change it.
+
+    Built once per test run: when the suite runs on several workers (pytest-xdist), the first
+    worker that needs it builds it in the folder the workers share, under a lock, and the
+    others wait for it and read the same pages."""
     sys.path.insert(0, str(ROOT / "tools"))
     import build_book
 
-    out = tmp_path_factory.mktemp("book")
-    assert build_book.build(ROOT, out) == 0, "the book does not build with warnings as errors"
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's folder, above every worker's own
+    out = shared / "built-book"
+    with open(shared / "built-book.lock", "a") as lock:
+        if os.name != "nt":
+            import fcntl
+
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # released when the file closes
+        done = out / "built.ok"
+        if not done.exists():
+            out.mkdir(exist_ok=True)
+            assert build_book.build(ROOT, out) == 0, "the book does not build with warnings as errors"
+            done.write_text("ok\n")
     return out / "_build" / "html"
+
+
+@pytest.fixture(autouse=True)
+def full_timing_loops(monkeypatch):
+    """The unit tests check what the timing functions promise, so they run without the test
+    suite's SPECLIB_QUICK (which shortens the chapters' timing cells: speclib._validate)."""
+    monkeypatch.delenv("SPECLIB_QUICK", raising=False)
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ from typing import Callable
 
 import numpy as np
 
-from .._validate import MAX_DRAFT_LENGTH, MAX_NEW_TOKENS, MAX_REPEATS, as_int, as_real, as_real_array, as_tokens
+from .._validate import MAX_DRAFT_LENGTH, MAX_NEW_TOKENS, MAX_REPEATS, as_int, as_real, as_real_array, as_tokens, timing_repeats
 
 #: Pairs expected fewer times than this are merged with the other rare pairs of their first token.
 POOL_BELOW = 5.0
@@ -165,7 +165,7 @@ def pass_ms(model, prefix: object, tokens: object, reps: int = 40) -> float:
     vocab = check_model(model, "model")
     prefix = as_tokens(prefix, "prefix", vocab, allow_empty=False)
     tokens = as_tokens(tokens, "tokens", vocab, allow_empty=False)
-    reps = as_int(reps, "reps", minimum=1, maximum=MAX_REPEATS, why="timings settle long before")
+    reps = timing_repeats(as_int(reps, "reps", minimum=1, maximum=MAX_REPEATS, why="timings settle long before"))
     cache = model_cache(model)
     extend_checked(cache, prefix, "model")
     extend_checked(cache, tokens, "model")
@@ -191,7 +191,7 @@ def pass_costs(passes: dict, prefix: object, tokens: object, reps: int = 40, rou
     if not isinstance(passes, dict) or not passes:
         raise TypeError(f"passes: expected a non-empty dict of name -> (model, n), got {type(passes).__name__}")
     tokens = as_tokens(tokens, "tokens", allow_empty=False)
-    rounds = as_int(rounds, "rounds", minimum=1, maximum=MAX_REPEATS, why="timings settle long before")
+    rounds = timing_repeats(as_int(rounds, "rounds", minimum=1, maximum=MAX_REPEATS, why="timings settle long before"))
     for name, entry in passes.items():
         if not (isinstance(entry, tuple) and len(entry) == 2):
             raise TypeError(f"passes[{name!r}]: expected (model, number of tokens), got {entry!r}")
@@ -256,7 +256,7 @@ def time_settings(settings: dict, prompts: list, reps: int = 2) -> dict[str, Set
         if not callable(run):
             raise TypeError(f"settings[{name!r}]: expected a function run(prompt, seed), got {type(run).__name__}")
     prompts = _prompt_list(prompts)
-    reps = as_int(reps, "reps", minimum=1, maximum=MAX_REPEATS, why="timings settle long before")
+    reps = timing_repeats(as_int(reps, "reps", minimum=1, maximum=MAX_REPEATS, why="timings settle long before"))
     ms = {name: [] for name in settings}
     tpp = {name: [] for name in settings}
     totals = {name: GenerationStats() for name in settings}

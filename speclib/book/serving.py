@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .._validate import MAX_DRAFT_LENGTH, as_int, as_int_list, as_real
+from .._validate import MAX_DRAFT_LENGTH, as_int, as_int_list, as_real, timing_repeats
 from ..core.theory import expected_tokens_per_pass
 from ..core.variants import batch_generate, expected_block_extremes
 from ..lm.batched import batched_extend, batched_extend_logits
@@ -107,7 +107,7 @@ def batched_pass_times(model: Transformer, batch_sizes: Sequence[int], n_tokens:
     bs = np.array(sorted(set(as_int_list(batch_sizes, "batch_sizes", minimum=1, maximum=1024))))
     ns = np.array(sorted(set(as_int_list(n_tokens, "n_tokens", minimum=1, maximum=MAX_DRAFT_LENGTH + 1))))
     prefix_length = as_int(prefix_length, "prefix_length", minimum=0)
-    repeats = as_int(repeats, "repeats", minimum=1, maximum=1000)
+    repeats = timing_repeats(as_int(repeats, "repeats", minimum=1, maximum=1000))
     if prefix_length + ns[-1] > model.config.block_size:
         raise ValueError(f"prefix_length + n_tokens: must fit in the block of {model.config.block_size} tokens")
     rng = np.random.default_rng(as_int(seed, "seed", minimum=0))
@@ -212,7 +212,7 @@ def serving_grid(target: Transformer, draft: Transformer, batch_sizes: Sequence[
     """
     bs = as_int_list(batch_sizes, "batch_sizes", minimum=1, maximum=1024)
     ks = as_int_list(ks, "ks", minimum=0, maximum=MAX_DRAFT_LENGTH)
-    repeats = as_int(repeats, "repeats", minimum=1, maximum=100)
+    repeats = timing_repeats(as_int(repeats, "repeats", minimum=1, maximum=100))
     prompts = heldout_prompts(max(bs), prompt_length, seed=seed)
     cells = [(b, k) for b in bs for k in ks]
     runs: dict[tuple[int, int], list[ServingRun]] = {c: [] for c in cells}

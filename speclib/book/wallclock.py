@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .._validate import (MAX_DRAFT_LENGTH, MAX_ENTRIES, MAX_NEW_TOKENS, MAX_REPEATS, as_int, as_int_list,
-                         as_real, as_real_list, as_tokens)
+                         as_real, as_real_list, as_tokens, timing_repeats)
 from ..core.decoding import autoregressive_generate, speculative_generate
 from ..core.proposers import check_model
 from ..core.theory import expected_tokens_per_pass
@@ -234,7 +234,7 @@ def wallclock_experiment(target: Callable, draft: Callable, prompts: list, n_new
     vocab = check_model(target, "target")
     prompts = _check_prompts(prompts, vocab)
     n_new = as_int(n_new, "n_new", minimum=1, maximum=MAX_NEW_TOKENS, why="tokens one run generates")
-    reps = as_int(reps, "reps", minimum=1, maximum=MAX_REPEATS, why="timings settle long before")
+    reps = timing_repeats(as_int(reps, "reps", minimum=1, maximum=MAX_REPEATS, why="timings settle long before"))
     ks_all = np.array([0] + as_int_list(ks, "ks", minimum=1, maximum=MAX_DRAFT_LENGTH))
     shape = (ks_all.size, len(prompts), reps)
     if math.prod(shape) > MAX_ENTRIES // 16:

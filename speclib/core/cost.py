@@ -43,7 +43,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from .._validate import MAX_ENTRIES, MAX_REPEATS, as_generator, as_int, as_real, as_real_array, as_tokens
+from .._validate import MAX_ENTRIES, MAX_REPEATS, as_generator, as_int, as_real, as_real_array, as_tokens, timing_repeats
 
 #: OpenBLAS multiplies small matrices with a direct kernel only while
 #: ``rows * inner * columns`` stays below about this many; above it, it first repacks the
@@ -267,7 +267,7 @@ def measure_pass_times(
     if len(set(counts)) != len(counts):
         raise ValueError(f"n_tokens: counts must be distinct, got {counts}")
     counts = sorted(counts)
-    repeats = as_int(repeats, "repeats", minimum=1, maximum=MAX_REPEATS, why="timings settle long before")
+    repeats = timing_repeats(as_int(repeats, "repeats", minimum=1, maximum=MAX_REPEATS, why="timings settle long before"))
     if max_seconds is not None:
         max_seconds = as_real(max_seconds, "max_seconds", low=0.0)
     if not isinstance(blocked, (bool, np.bool_)):

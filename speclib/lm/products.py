@@ -33,6 +33,7 @@ import time
 
 import numpy as np
 
+from .._validate import as_real_array
 from . import kernel as _kernel
 
 #: Every strategy, in the order ties are broken.
@@ -95,9 +96,14 @@ class Product:
 
     def __init__(self, w: np.ndarray) -> None:
         self.source = w  # the matrix as given (kept, so that its id names it while this lives)
-        self.w = np.ascontiguousarray(w, dtype=np.float32)
+        if isinstance(w, np.ndarray) and w.dtype == np.float32:
+            self.w = np.ascontiguousarray(w)  # a model's own weights, checked when it was built
+        else:
+            self.w = np.ascontiguousarray(as_real_array(w, "w", "a matrix of real numbers"), dtype=np.float32)
         if self.w.ndim != 2:
             raise ValueError(f"w: expected a matrix, got shape {self.w.shape}")
+        if not np.isfinite(self.w).all():
+            raise ValueError("w: contains NaN or infinite values")
         self.inner, self.outer = self.w.shape
         self._wt = self._blocks = None
         self._plan: tuple | None = None

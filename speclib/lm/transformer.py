@@ -43,7 +43,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._validate import (MAX_DRAFT_LENGTH, MAX_REPEATS, as_bool, as_generator, as_int, as_int_list, as_path, as_real,
-                         as_real_array, as_tokens)
+                         as_real_array, as_tokens, timing_repeats)
 from ..core.cache import fed_tokens
 from . import kernel as _kernel
 from .products import Product, candidates
@@ -885,7 +885,7 @@ def time_pass(model: Transformer, n_tokens: int, prefix_length: int = 64, reps: 
     model = _check_transformer(model, "model")
     n_tokens = as_int(n_tokens, "n_tokens", minimum=1)
     prefix_length = as_int(prefix_length, "prefix_length", minimum=0)
-    reps = as_int(reps, "reps", minimum=1, maximum=MAX_REPEATS, why="timings settle long before")
+    reps = timing_repeats(as_int(reps, "reps", minimum=1, maximum=MAX_REPEATS, why="timings settle long before"))
     if prefix_length + n_tokens > model.config.block_size:
         raise ValueError(f"prefix_length + n_tokens: must fit in the block of {model.config.block_size} tokens")
     rng = as_generator(seed, "seed")
@@ -916,7 +916,7 @@ def pass_times(model: Transformer, n_tokens: tuple[int, ...] = (1, 2, 3, 4, 5, 6
 
     model = _check_transformer(model, "model")
     counts = sorted(set(as_int_list(n_tokens, "n_tokens", minimum=1)))
-    repeats = as_int(repeats, "repeats", minimum=1, maximum=MAX_REPEATS, why="timings settle long before")
+    repeats = timing_repeats(as_int(repeats, "repeats", minimum=1, maximum=MAX_REPEATS, why="timings settle long before"))
     prefix_length = as_int(prefix_length, "prefix_length", minimum=0)
     if prefix_length + counts[-1] > model.config.block_size:
         raise ValueError(f"prefix_length + n_tokens: must fit in the block of {model.config.block_size} tokens")
@@ -964,7 +964,7 @@ def strategy_pass_times(model: Transformer, strategies=None, n_tokens: tuple[int
     if not strategies:
         raise ValueError("strategies: expected at least one strategy")
     counts = sorted(set(as_int_list(n_tokens, "n_tokens", minimum=1)))
-    repeats = as_int(repeats, "repeats", minimum=1, maximum=MAX_REPEATS, why="timings settle long before")
+    repeats = timing_repeats(as_int(repeats, "repeats", minimum=1, maximum=MAX_REPEATS, why="timings settle long before"))
     prefix_length = as_int(prefix_length, "prefix_length", minimum=0)
     if prefix_length + counts[-1] > model.config.block_size:
         raise ValueError(f"prefix_length + n_tokens: must fit in the block of {model.config.block_size} tokens")
