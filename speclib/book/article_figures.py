@@ -340,7 +340,7 @@ def plot_k_sweep(rows: Sequence[SweepRow], axes=None, corrected: bool = False):
         ax.set_xscale("log", base=2)
         ax.set_xticks(ks, [str(k) for k in ks])
         ax.set_xlabel("draft length k (tokens)")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=9)
     ax1.set_ylabel("acceptance rate")
     ax1.set_title("Acceptance against k")
     ax2.set_ylabel("tokens per target pass")
@@ -369,7 +369,7 @@ def plot_step_histograms(sizes_by_noise: dict[float, np.ndarray], k: int, axes=N
             ax.set_title(f"noise {noise}")
         ax.set_xticks(edges[:-1])
         ax.set_xlabel("tokens emitted in one step")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=9)
     axes[0].set_ylabel("number of steps")
     return axes
 
@@ -382,7 +382,7 @@ def plot_noise_sweep(noises: Sequence[float], tokens_per_pass: dict[int, Sequenc
     ax.set_xlabel("draft noise (0 = draft equals target, 1 = uniform draft)")
     ax.set_ylabel("tokens per target pass")
     ax.set_title("Measured tokens per pass against draft noise")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     return ax
 
 
@@ -408,7 +408,7 @@ def plot_theory_vs_alpha(ks: Sequence[int], ax=None, points: Sequence[dict] = ()
     ax.set_xlabel(r"acceptance rate $\alpha$")
     ax.set_ylabel("tokens per target pass")
     ax.set_title("Closed form against acceptance rate")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     return ax
 
 
@@ -429,7 +429,7 @@ def plot_accounting_gap(rows: Sequence[SweepRow], ax=None):
     ax.set_xlabel("draft length k (tokens)")
     ax.set_ylabel("gap in acceptance rate")
     ax.set_title("How far the article's acceptance falls below the real one")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     return ax
 
 
@@ -452,5 +452,5 @@ def plot_break_even(alpha: float, ks: Sequence[int], c_max: float = 0.5, ax=None
     ax.set_xlabel("cost ratio c (draft pass / target pass)")
     ax.set_ylabel("wall-clock speed-up")
     ax.set_title(rf"When speculation pays at $\alpha$ = {alpha}")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     return ax

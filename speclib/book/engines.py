@@ -273,11 +273,11 @@ def plot_vllm_comparison(rows: list[dict], temperature: float = 1.0, ax=None):
            label="speclib, same prompts", color="tab:orange", capsize=3)
     ax.plot(x, [r["book_rule"] for r in chosen], "k_", markersize=22, mew=2,
             label="speclib, draft sampled (book's rule)")
-    ax.set_xticks(x, [r["engine"].replace("-probabilistic", "\n(sampled)") for r in chosen], fontsize=8)
+    ax.set_xticks(x, [r["engine"].replace("-probabilistic", "\n(sampled)") for r in chosen], fontsize=9)
     ax.set_ylabel("accepted / verified\n(n-gram: / drafted)")
     ax.set_ylim(0, 1.08)
     ax.set_title(f"Acceptance of each engine at temperature {temperature:g}")
-    ax.legend(fontsize=8, loc="upper left", ncol=3, frameon=False, bbox_to_anchor=(0, -0.22))
+    ax.legend(fontsize=9, loc="upper left", ncol=3, frameon=False, bbox_to_anchor=(0, -0.22))
     plt.gcf().tight_layout()
     return ax
 

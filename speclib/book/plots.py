@@ -94,14 +94,14 @@ def plot_correction(view, axes=None):
     left.set(xlabel="token id", ylabel="probability", xticks=x,
              title=f"q split by the draft (noise {view.draft_noise:.2f}, alpha = {view.alpha:.2f})")
     left.set_ylim(0, 1.45 * max(view.q.max(), view.p.max()))  # headroom for the legend
-    left.legend(fontsize=8, loc="upper left")
+    left.legend(fontsize=9, loc="upper left")
     width = 0.4
     right.bar(x - width / 2, view.q, width, color="tab:green", label="target q (correct rule)")
     right.bar(x + width / 2, view.emitted_resample_q, width, color="tab:red", label="resample from q")
     right.set(xlabel="token id", ylabel="probability of the emitted token", xticks=x,
               title=f"Emitted token, TV from q = {view.tv_resample_q:.3f}")
     right.set_ylim(0, 1.3 * max(view.q.max(), view.emitted_resample_q.max()))
-    right.legend(fontsize=8, loc="upper left")
+    right.legend(fontsize=9, loc="upper left")
     left.figure.tight_layout()
     return axes
 
@@ -136,7 +136,7 @@ def plot_tokens_per_step(tokens_per_step, pmf, ax=None, title="Tokens emitted pe
     ax.set(xlabel="tokens emitted in one step", ylabel="fraction of steps", xticks=n)
     ax.set_title(title, fontsize=10)
     if legend:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=9)
     return ax
 
 
@@ -155,7 +155,7 @@ def plot_bonus(view, ax=None):
            label=f"bonus off: {view.mean_without:.2f} tokens/pass")
     ax.set(xlabel="tokens emitted in one step", ylabel="probability", xticks=n_with,
            title=f"alpha = {view.alpha:.2f}, k = {view.k}: the bonus moves mass from k to k + 1")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     return ax
 
 
@@ -174,7 +174,7 @@ def plot_speedup(view, ax=None):
     verdict = "speculation pays (alpha > c)" if view.pays else "no k pays (alpha <= c)"
     ax.set(xlabel="draft length k (k = 0: plain decoding)", ylabel="wall-clock speed-up (x)",
            title=f"Speed-up against draft length: {verdict}")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     return ax
 
 
@@ -210,7 +210,7 @@ def plot_pass_times(times, fit=None, ax=None, label="measured median", relative=
     ax.set_xticks(times.n_tokens, [str(n) for n in times.n_tokens])
     ax.set(xlabel="tokens processed in one pass",
            ylabel="cost relative to one pass" if relative else "time per pass (ms)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     return ax
 
 
@@ -250,7 +250,7 @@ def plot_pass_cost(view, measured=(), ax=None):
     ax.set_yscale("log")
     ax.set(xlabel="tokens processed in one pass", ylabel="time per pass (ms)",
            title="A pass over k + 1 tokens against k + 1 passes")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     return ax
 
 
@@ -277,12 +277,12 @@ def plot_drafting(view, axes=None):
     left.step(x, view.p, where="mid", color="tab:blue", linestyle="--", label="draft p")
     left.set(xlabel="token rank under the target (0 = most likely)", ylabel="probability")
     left.set_title(f"Draft noise {view.draft_noise:.2f}: overlap of draft and target", fontsize=10)
-    left.legend(fontsize=8)
+    left.legend(fontsize=9)
     right.plot(view.noise_grid, view.alpha_grid, "-", color="tab:green", label="alpha = sum min(p, q)")
     right.plot([view.draft_noise], [view.alpha], "o", color="tab:red", markersize=8, label="this setting")
     right.set(xlabel="draft noise", ylabel="alpha", ylim=(0, 1.02))
     right.set_title("Acceptance rate against noise", fontsize=10)
-    right.legend(fontsize=8)
+    right.legend(fontsize=9)
     left.figure.tight_layout()
     return axes
 
@@ -310,10 +310,10 @@ def plot_verification_block(view, ax=None, legend=True):
         if r.outcome == "bonus":
             ax.plot([r.position], [0.5], "*", color="tab:orange", markersize=14, label="bonus token")
             ax.annotate(f"+{r.emitted}", (r.position, 0.5), textcoords="offset points", xytext=(0, 10),
-                        ha="center", fontsize=8)
+                        ha="center", fontsize=9)
         else:
             text = f"x={r.draft_token}" if r.outcome == "accepted" else f"x={r.draft_token}\u2192{r.emitted}"
-            ax.annotate(text, (r.position, 1.02), ha="center", fontsize=8)
+            ax.annotate(text, (r.position, 1.02), ha="center", fontsize=9)
     k = len(view.block.draft_tokens)
     n_acc = view.block.verification.n_accepted
     n_out = len(view.emitted)
@@ -321,7 +321,7 @@ def plot_verification_block(view, ax=None, legend=True):
            xlabel="position in the block", ylabel="probability / uniform draw",
            title=f"Block {view.block.block}: {n_acc} of {k} drafts kept, {n_out} token{'s' * (n_out != 1)} out")
     if legend:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         ax.figure.tight_layout()
     return ax
 
@@ -383,7 +383,7 @@ def plot_sampling_controls(view, ax=None, legend=True):
     ax.set_ylim(0, 1.05)
     ax.set_title(f"{view.label}\nalpha {view.alpha:.2f} (raw rows: {view.alpha_raw:.2f})", fontsize=9)
     if legend:
-        ax.legend(fontsize=8, loc="upper left")
+        ax.legend(fontsize=9, loc="upper left")
     return ax
 
 
@@ -425,7 +425,7 @@ def plot_sequence_frequencies(reference, samples, top=8, ax=None, title="Frequen
     ax.set_xlabel("sequence of token ids")
     ax.set_ylabel("frequency")
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     return ax
 
 
@@ -456,7 +456,7 @@ def plot_zoo_distances(names, distances, ax=None, title="Exact distance of each 
     ax.invert_yaxis()
     ax.set_xlabel("total-variation distance from the target (0 = exact)")
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     return ax
 
 
@@ -480,7 +480,7 @@ def plot_controller_bars(view, ax=None):
     ax.set_xlabel("speed-up over plain decoding (tokens per unit of cost)")
     ax.set_title(f"draft noise {view.draft_noise:g} (acceptance {view.alpha:.2f}), cost ratio c = {view.c:g}",
                  fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=9, loc="lower right")
     return ax
 
 
@@ -509,7 +509,7 @@ def plot_controller_comparison(comparison, ax=None, title="Speed-up of each cont
     ax.set_ylabel("speed-up over plain decoding")
     ax.set_title(title, fontsize=10)
     if legend:
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=9)
     return ax
 
 
@@ -557,7 +557,7 @@ def plot_fallback_trace(estimates, history, c, tokens_per_step, boundaries=(), a
     ax.set_xlabel("tokens generated")
     ax.set_ylabel("acceptance rate")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(fontsize=9, loc="lower left")
     return ax
 
 
@@ -576,7 +576,7 @@ def plot_batch_waste(view, ax=None):
     ax.set_ylabel("fraction")
     ax.set_ylim(0, 1)
     ax.set_title(f"Batched verification, alpha = {view.alpha:.2f}, k = {view.k}", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     return ax
 
 
@@ -612,7 +612,7 @@ def plot_measured_speedup(ks, speedups, predictions=None, ax=None,
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_xticks(ks)
     ax.set(xlabel="draft length k", ylabel="speed-up over plain decoding (x)", title=title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
     return ax
 
 
@@ -691,7 +691,7 @@ def plot_verification_blocks(views, ncols=2, title=None):
             ax.set_ylabel("")
         if i + ncols < len(views):
             ax.set_xlabel("")
-    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=8)
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=9)
     if title:
         fig.suptitle(title)
     fig.tight_layout(rect=(0, 0.05, 1, 1))

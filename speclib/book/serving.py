@@ -341,7 +341,7 @@ def plot_serving(runs: Sequence[ServingRun], axes=None):
         ax.grid(alpha=0.3, which="both")
     axes[0].set_title("Throughput")
     axes[1].set_title("Latency of one request")
-    axes[0].legend(fontsize=8)
+    axes[0].legend(fontsize=9)
     return axes
 
 
@@ -369,6 +369,6 @@ def plot_batch_speedup(measured: dict, predicted: dict, ax=None):
     ax.set_xlabel("batch size B (requests)")
     ax.set_ylabel("throughput / plain throughput")
     ax.set_title("Speculation under batching: measured (dots), cost model (lines)")
-    ax.legend(fontsize=8, ncol=2)
+    ax.legend(fontsize=9, ncol=2)
     ax.grid(alpha=0.3)
     return ax

@@ -361,13 +361,13 @@ def plot_timeline(blocks: list[BlockTrace], c: float = 0.1, decode: Callable[[in
                                edgecolor="white", linewidth=0.8))
         if lane == "output":  # the text, where it is emitted
             ax.text(start + width / 2, y, _printable(decode(token)), ha="center", va="center",
-                    fontsize=8, family="monospace", color="white")
+                    fontsize=9, family="monospace", color="white")
         elif lane == "draft" and kind == "rejected":  # the draft the target turned down
             ax.text(start + width / 2, y + 0.55, _printable(decode(token)), ha="center", va="center",
-                    fontsize=8, family="monospace", color=TIMELINE_COLOURS[kind])
+                    fontsize=9, family="monospace", color=TIMELINE_COLOURS[kind])
     plain_done = min(int(shown_end + 1e-9), sum(b.verification.tokens.size for b in blocks))
     for lane, count in (("output", n_shown), ("plain", plain_done)):
-        ax.text(end * 1.01, _LANES[lane], f"{count} tokens", va="center", fontsize=8)
+        ax.text(end * 1.01, _LANES[lane], f"{count} tokens", va="center", fontsize=9)
     ax.set_xlim(0, end * 1.12)
     ax.set_ylim(-0.6, 3.6)
     ax.set_yticks(list(_LANES.values()), ["plain decoding", "output", "target pass", "draft passes"])
@@ -376,7 +376,7 @@ def plot_timeline(blocks: list[BlockTrace], c: float = 0.1, decode: Callable[[in
                            if blocks else "no steps"))
     legend = [Patch(color=TIMELINE_COLOURS[k], label=k) for k in
               ("accepted", "rejected", "unjudged", "corrected", "bonus")]
-    ax.legend(handles=legend, fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.32),
+    ax.legend(handles=legend, fontsize=9, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.32),
               frameon=False)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)

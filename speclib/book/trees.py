@@ -143,7 +143,7 @@ def plot_tree_step(step: TreeStep, label: Callable[[int], str] = str, ax=None, t
         ax.text(lx + 1, extra_y, repr(label(int(out.tokens[-1]))), ha="center", va="center",
                 bbox={**box, "fc": "#e8f0ff", "ec": "tab:blue", "ls": "--"})
         ax.text(lx + 1, extra_y - 0.45, "bonus" if is_bonus else "correction", ha="center", va="top",
-                fontsize=8, color="tab:blue")
+                fontsize=9, color="tab:blue")
     for name, colour in _COLOURS.items():
         ax.plot([], [], color=colour, lw=2, label=name)
     ax.plot([], [], color="tab:blue", ls="--", label="emitted by the target")
@@ -152,7 +152,7 @@ def plot_tree_step(step: TreeStep, label: Callable[[int], str] = str, ax=None, t
     ax.set_xticks(range(int(depth.max()) + 2))
     ax.set_xlabel("depth below the last token of the text (0: that token)")
     ax.set_yticks([])
-    ax.legend(loc="upper left", fontsize=8, frameon=False, bbox_to_anchor=(1.0, 1.0))
+    ax.legend(loc="upper left", fontsize=9, frameon=False, bbox_to_anchor=(1.0, 1.0))
     ax.set_title(title or f"One tree step: {tree.size} nodes scored in {step.target_passes} target pass, "
                  f"{out.n_accepted} kept, {n_emitted} emitted", fontsize=10)
     return ax
