@@ -60,7 +60,8 @@ READ_JS = r"""
       .map(e => ((e.getAttribute('title') || '') + ' ' + e.innerText.slice(0, 120) + ' '
                  + (e.getAttribute('href') || '')).trim());
   }
-  return {ready: cells.length > 0 && rendered.length === cells.length, cells: cells.length,
+  const math = panel.querySelectorAll('.jp-MarkdownCell .katex, .jp-MarkdownCell mjx-container').length;
+  return {ready: cells.length > 0 && rendered.length === cells.length, cells: cells.length, math,
           rendered: rendered.length, text: shown.map(o => o ? o.innerText : ''),
           renderer: shown.map(o => o ? (o.classList.contains('myst') ? 'myst' : 'markdown') : 'none'), found};
 })()
@@ -81,6 +82,11 @@ class JupyterLab:
         settings = self.home / "settings" / "@jupyterlab" / "notebook-extension"
         settings.mkdir(parents=True)
         (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+        # No "get notified about Jupyter news?" toast (it would ask the network, and hide the page).
+        apputils = self.home / "settings" / "@jupyterlab" / "apputils-extension"
+        apputils.mkdir(parents=True)
+        (apputils / "notification.jupyterlab-settings").write_text(
+            json.dumps({"fetchNews": "false", "checkForUpdates": False}))
         env = {**os.environ, "HOME": str(self.home), "JUPYTER_CONFIG_DIR": str(self.home / "config"),
                "JUPYTER_DATA_DIR": str(self.home / "data"), "JUPYTER_RUNTIME_DIR": str(self.home / "runtime"),
                "JUPYTERLAB_SETTINGS_DIR": str(self.home / "settings"),
@@ -131,8 +137,9 @@ class NotebookView:
     cells: int  #: Markdown cells in the notebook
     rendered: int  #: of them, those that show rendered text
     text: list[str]  #: each Markdown cell's text as shown
-    found: dict[str, list[str]] = field(default_factory=dict)  #: exercises, proofs, links, MyST errors
+    found: dict[str, list[str]] = field(default_factory=dict)  #: exercises, proofs, links, problems
     errors: list[str] = field(default_factory=list)  #: uncaught exceptions in the page
+    math: int = 0  #: typeset formulas in the Markdown cells
 
     @property
     def all_text(self) -> str:
@@ -205,7 +212,15 @@ class Browser:
         state = self.evaluate(READ_JS)
         errors = [json.dumps(e["params"]["exceptionDetails"].get("exception", {}).get("description", ""))[:300]
                   for e in self.events if e["method"] == "Runtime.exceptionThrown"]
-        return NotebookView(path, state["cells"], state["rendered"], state["text"], state["found"], errors)
+        return NotebookView(path, state["cells"], state["rendered"], state["text"], state["found"], errors,
+                            state["math"])
+
+    def scroll_to(self, selector: str) -> bool:
+        """Scroll the first element matching ``selector`` into view; False if there is none."""
+        found = self.evaluate(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
+                              "if (!e) return false; e.scrollIntoView({block: 'start'}); return true; })()")
+        time.sleep(0.3)
+        return bool(found)
 
     def screenshot(self, out: Path) -> Path:
         data = self.call("Page.captureScreenshot", {"format": "png"})["data"]
@@ -235,13 +250,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="+", help="notebooks, relative to the repository root")
     parser.add_argument("--screenshot", type=Path, help="save a PNG of each notebook's first screen in this folder")
     parser.add_argument("--dump", type=Path, help="save each notebook's rendered Markdown text in this folder")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the folder JupyterLab serves (default: the repository)")
     args = parser.parse_args(argv)
-    with JupyterLab() as lab, Browser() as browser:
+    with JupyterLab(args.root) as lab, Browser() as browser:
         for path in args.notebooks:
             start = time.monotonic()
             view = browser.open_notebook(lab, path)
             print(f"{path}: {view.rendered} of {view.cells} Markdown cells rendered in "
-                  f"{time.monotonic() - start:.1f} s; {len(view.found.get('exercises', []))} exercise elements, "
+                  f"{time.monotonic() - start:.1f} s; {view.math} formulas, "
+                  f"{len(view.found.get('exercises', []))} exercise elements, "
                   f"{len(view.found.get('proofs', []))} proofs, {len(view.found.get('problems', []))} unresolved or wrong, {len(view.errors)} page errors")
             for kind, items in view.found.items():
                 for item in items[:5]:

@@ -1259,6 +1259,11 @@ def check_costs_from_passes(costs_from_passes) -> None:
         got = call_student(costs_from_passes, list(plain), list(spec), k)
         if not isinstance(got, (tuple, list)) or len(got) != 2:
             raise ExerciseError(f"{where}: expected a pair (c, r), got {_describe(got)}.")
+        for value, name in zip(got, ("c", "r")):
+            if isinstance(value, (float, np.floating)) and np.isnan(value):
+                raise ExerciseError(f"{where}: your {name} is nan, which is what the median of no passes at all "
+                                    "gives: no pass in the log has the name and the size you selected. Which "
+                                    "passes does each log hold, and over how many tokens?")
         c, r = (_as_float_or_fail(v, f"{where}, {name}") for v, name in zip(got, ("c", "r")))
         want_c, want_r = _costs_reference(plain, spec, k)
         if abs(c - want_c) <= 1e-9 and abs(r - want_r) <= 1e-9:
@@ -1330,11 +1335,11 @@ def check_outside_ms(outside_ms) -> None:
         if abs(got - want) > 1e-9:
             ms, tpp, dpt, t, r, d = args
             if abs(got - (ms - t * r - d * dpt)) < 1e-9 and tpp != 1:
-                hint = "you charged a whole verification pass to every token; how many tokens share one pass?"
+                hint = "You charged a whole verification pass to every token; how many tokens share one pass?"
             elif abs(got - (ms - t / tpp - d * dpt)) < 1e-9 and r != 1:
-                hint = "a verification pass over k + 1 tokens costs verify_ratio one-token passes, not one."
+                hint = "A verification pass over k + 1 tokens costs verify_ratio one-token passes, not one."
             else:
-                hint = ("per token: what share of a verification pass, and how many draft passes, does a "
+                hint = ("Per token: what share of a verification pass, and how many draft passes, does a "
                         "run pay for? Subtract both from the measured time.")
             raise ExerciseError(f"{where}: you returned {got:.4f}. {hint}")
     passed("outside_ms agrees with speclib.book.hf_bench.outside_ms_per_token on every case tried.")
