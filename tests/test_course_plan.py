@@ -140,7 +140,8 @@ def exercise(label):
 
 
 def homework():
-    """A student's notebook: one exercise not attempted, one right, one wrong, one that crashes."""
+    """A student's notebook: one exercise not attempted, one right, one wrong, one that crashes, and
+    one whose stub's check fails before the student's own attempt below it passes."""
     checks = "from speclib.book.checks import check_speedup\n"
     right = ("from speclib.core.theory import expected_tokens_per_pass\n"
              "def speedup(alpha, k, c):\n    return expected_tokens_per_pass(alpha, k) / (1 + k * c)\n")
@@ -151,12 +152,15 @@ def homework():
                 exercise("ex-b"), code(right), code("check_speedup(speedup)"),
                 exercise("ex-c"), code("def speedup(alpha, k, c):\n    return 1.0"), code("check_speedup(speedup)"),
                 exercise("ex-d"), code("check_speedup(undefined_name)"),
+                exercise("ex-e"), code("def speedup(alpha, k, c):\n    raise NotImplementedError"),
+                code("check_speedup(speedup)"), code(right), code("check_speedup(speedup)"),
                 md("## Summary"), code("check_speedup(speedup)  # after a heading: no exercise's")]
     return nb
 
 
 def test_exercise_cells_belong_to_the_exercise_above_until_a_heading():
-    assert course.exercise_cells(homework()) == {"ex-a": [4], "ex-b": [7], "ex-c": [10], "ex-d": [12]}
+    assert course.exercise_cells(homework()) == {"ex-a": [4], "ex-b": [7], "ex-c": [10], "ex-d": [12],
+                                                 "ex-e": [15, 17]}
 
 
 def test_grading_a_notebook_runs_it_and_reads_each_self_check(tmp_path):
@@ -165,7 +169,7 @@ def test_grading_a_notebook_runs_it_and_reads_each_self_check(tmp_path):
     before = path.read_bytes()
     grades = {g.label: g for g in course.grade_notebook(path, timeout=120)}
     assert {label: g.status for label, g in grades.items()} == {
-        "ex-a": "not attempted", "ex-b": "passed", "ex-c": "failed", "ex-d": "error"}
+        "ex-a": "not attempted", "ex-b": "passed", "ex-c": "failed", "ex-d": "error", "ex-e": "passed"}
     assert "ExerciseError" in grades["ex-c"].message and "NameError" in grades["ex-d"].message
     assert path.read_bytes() == before  # the submission is left as it was
 

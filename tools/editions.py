@@ -75,8 +75,10 @@ README = {
 
 The chapters of *Speculative Decoding, Step by Step* as notebooks, with every solution
 removed: each exercise keeps its question, its stub and its self-check. Open them in
-JupyterLab (`.venv/bin/jupyter lab student/` in a clone, or the Binder link of the
-repository's README) and run each chapter from the top.
+JupyterLab (`.venv/bin/jupyter lab student/` in a clone after `python3 dev.py book`, or on
+Binder once the book has a public address; the repository's README says how) and run each
+chapter from the top. **Run all** stops at a chapter's first exercise stub, which raises on
+purpose: complete the exercises from there, each followed by its self-check.
 
 The numbers in the text are those of the book's own run; the outputs are not stored, so run
 the cells to see the figures and tables. Generated from `book/` by `tools/editions.py`

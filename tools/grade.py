@@ -6,7 +6,7 @@
 
 Each notebook runs top to bottom in a fresh kernel, in its own folder, with errors allowed
 (so one unfinished exercise does not stop the others), and each exercise is graded by what
-its self-check from speclib.book.checks said: passed (the check mark), not attempted (the
+the last of its self-checks (from speclib.book.checks) said: passed (the check mark), not attempted (the
 stub still raises NotImplementedError), failed (the check's hint) or error (any other
 exception).  The submitted files are not changed.  Run it in the book's environment
 (`.venv`), where the checks are installed; a notebook must sit where its chapter sits in

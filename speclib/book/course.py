@@ -466,30 +466,28 @@ def grade_outputs(nb: dict) -> list[Grade]:
 
     A check cell that printed the check mark passed; one that raised ExerciseError failed (or was
     not attempted, when the hint says the stub still raises NotImplementedError); any other
-    exception is an error.  An exercise with several check cells takes the worst of them.
+    exception is an error.  An exercise with several check cells (a stub's check, then the
+    student's own attempt below it and its check) is graded by the last one: the verdict the
+    notebook ends with.
     """
-    order = ("error", "failed", "not attempted", "passed")
     grades = []
     for label, cells in exercise_cells(nb).items():
         if not cells:
             continue
-        found = []
-        for i in cells:
-            outputs = nb["cells"][i].get("outputs", [])
-            error = next((o for o in outputs if o.get("output_type") == "error"), None)
-            text = _plain("".join("".join(o.get("text", "")) for o in outputs if o.get("output_type") == "stream"))
-            if error is not None:
-                message = _plain(f"{error.get('ename')}: {error.get('evalue')}")
-                if error.get("ename") == "ExerciseError":
-                    status = "not attempted" if "still raises NotImplementedError" in message else "failed"
-                else:
-                    status = "error"
-                found.append(Grade(label, status, message))
-            elif "\u2714" in text:
-                found.append(Grade(label, "passed", text.strip().split("\n")[-1] if text.strip() else ""))
+        outputs = nb["cells"][cells[-1]].get("outputs", [])
+        error = next((o for o in outputs if o.get("output_type") == "error"), None)
+        text = _plain("".join("".join(o.get("text", "")) for o in outputs if o.get("output_type") == "stream"))
+        if error is not None:
+            message = _plain(f"{error.get('ename')}: {error.get('evalue')}")
+            if error.get("ename") == "ExerciseError":
+                status = "not attempted" if "still raises NotImplementedError" in message else "failed"
             else:
-                found.append(Grade(label, "error", "the check cell printed no verdict (was it run?)"))
-        grades.append(min(found, key=lambda g: order.index(g.status)))
+                status = "error"
+            grades.append(Grade(label, status, message))
+        elif "\u2714" in text:
+            grades.append(Grade(label, "passed", text.strip().split("\n")[-1]))
+        else:
+            grades.append(Grade(label, "error", "the check cell printed no verdict (was it run?)"))
     return grades
 
 
