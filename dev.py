@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """The project's commands, set-up included (needs only Python 3.10+).
 
-    python3 dev.py book     build the book into _build/html (warnings are errors)
+    python3 dev.py book     build the book into _build/html (warnings are errors), and write
+                            the notebook editions student/ (no solutions) and instructor/
+                            that JupyterLab and Binder open
     python3 dev.py test     run every test: speclib's unit tests and doctests, every
                             notebook under book/ through nbval, and the book builds
     python3 dev.py student  build the student edition (no solutions) into
                             _build_student/_build/html
 
     python3 dev.py book --output DIR     (or student) build into DIR/_build/html instead,
-                            e.g. from a read-only shared copy of the book
+                            e.g. from a read-only shared copy of the book (the
+                            editions then go to DIR/student and DIR/instructor)
 
 Each creates a virtual environment in .venv on first use and installs the pinned
 requirements.txt into it (`test` also installs requirements-hf.txt, the optional PyTorch

@@ -25,7 +25,7 @@ def test_every_exercise_has_goal_time_and_kind():
 
 
 #: Notebook pages of the table of contents that hold no exercises: the instructors' page (which
-#: lists them) and chapter 16, whose exercises are not written yet.
+#: lists them).
 WITHOUT_EXERCISES = {"book/instructors"}
 
 

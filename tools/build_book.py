@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """Build the book: the full edition, or the student edition without solutions.
 
-    .venv/bin/python tools/build_book.py                  # -> _build/html
+    .venv/bin/python tools/build_book.py                  # -> _build/html, student/, instructor/
     .venv/bin/python tools/build_book.py --student        # -> _build_student/_build/html
-    .venv/bin/python tools/build_book.py --output DIR     # build into DIR/_build/html
+    .venv/bin/python tools/build_book.py --output DIR     # build into DIR/_build/html (and DIR/student ...)
+
+The full build also rewrites the two notebook editions that JupyterLab, Binder and Colab open,
+student/ (no solutions) and instructor/, from the chapters in book/ (tools/editions.py): into
+the repository, or with --output into DIR/student and DIR/instructor.
 
 Both builds treat warnings as errors.  The student edition is built from a copy of the
 sources in which every solution is removed: the `{solution}` directives, and in notebooks
@@ -127,6 +131,11 @@ def main(argv: list[str] | None = None) -> int:
         code = build(student_sources(output), output)
     else:
         output = args.output or ROOT
+        import editions
+
+        written = editions.write_editions(output)
+        print(f"wrote the notebook editions: {len(written)} files in {output / 'student'} and "
+              f"{output / 'instructor'}", flush=True)
         code = build(ROOT, output)
     if code == 0:
         print(f"\nThe book is in {output / '_build' / 'html' / 'index.html'}")

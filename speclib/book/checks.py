@@ -554,21 +554,54 @@ def check_draft_proposal(propose) -> None:
     passed("rows are the draft's distributions, and the tokens are sampled from them.")
 
 
+def _accepted_prefix_rules():
+    """The rule of ex-03-1 and the mistakes a student's answer is told apart from: name -> rule."""
+    import numpy as np
+
+    def walk(p_x, q_x, u, keep, after_rejection):
+        for i in range(len(p_x)):
+            if not keep(u[i], q_x[i], p_x[i]):
+                return after_rejection(i)
+        return len(p_x)
+
+    strict = lambda u, q, p: u < min(1.0, q / p)  # noqa: E731
+    return {
+        "right": lambda p, q, u: walk(p, q, u, strict, lambda i: i),
+        # counts the draft that failed the test as kept (returns i + 1 at the first rejection)
+        "rejected counted": lambda p, q, u: walk(p, q, u, strict, lambda i: i + 1),
+        # counts every draft that passes the test, also after the first rejection
+        "all passing": lambda p, q, u: int(np.sum(u < np.minimum(1.0, q / p))),
+        # keeps a draft whose u equals its acceptance probability
+        "u equal kept": lambda p, q, u: walk(p, q, u, lambda u_, q_, p_: u_ <= min(1.0, q_ / p_), lambda i: i),
+        # the ratio upside down: p / q
+        "upside down": lambda p, q, u: walk(p, q, u, lambda u_, q_, p_: u_ < min(1.0, p_ / q_), lambda i: i),
+    }
+
+
+_ACCEPTED_PREFIX_HINTS = {
+    "rejected counted": "Your count is one too many in every block that has a rejection: the draft that "
+                        "fails the test is counted as kept. What becomes of the rejected draft?",
+    "all passing": "Your function counts the drafts that pass the test anywhere in the block. What "
+                   "happens to the drafts after the first rejection?",
+    "u equal kept": "Your function keeps a draft whose u equals its acceptance probability. Look at the "
+                    "comparison when the two are equal: is that draft kept?",
+    "upside down": "Your function keeps what an upside-down ratio would keep. Check the acceptance "
+                   "probability: which probability goes on top of the ratio?",
+}
+
+
 @_expects("accepted_prefix(p_x, q_x, u)")
 def check_accepted_prefix(accepted_prefix) -> None:
     """Exercise ex-03-1: ``accepted_prefix(p_x, q_x, u)``, how many drafts verification keeps.
 
     ``p_x[i]``, ``q_x[i]`` are the draft and target probabilities of draft ``i`` and ``u[i]``
     the uniform drawn for it; the answer is compared with the rule of
-    :func:`speclib.core.sampling.verify` on hand-made and random cases.
+    :func:`speclib.core.sampling.verify` on hand-made and random cases.  A wrong answer is
+    matched against the usual mistakes (the rejected draft counted, every passing draft
+    counted, a tie kept, the ratio upside down) on every case, so the hint names the one the
+    student made.
     """
     import numpy as np
-
-    def rule(p_x, q_x, u):
-        for i in range(len(p_x)):
-            if not u[i] < min(1.0, q_x[i] / p_x[i]):
-                return i
-        return len(p_x)
 
     rng = np.random.default_rng(3)
     cases = [
@@ -581,22 +614,29 @@ def check_accepted_prefix(accepted_prefix) -> None:
     for _ in range(40):
         p = rng.uniform(0.01, 0.6, 6)
         cases.append((p, np.clip(p * rng.uniform(0.2, 1.6, 6), 0, 1), rng.random(6)))
+    rules = _accepted_prefix_rules()
+    answers, first_wrong = [], None
     for p_x, q_x, u in cases:
         p_x, q_x, u = (np.asarray(a, dtype=float) for a in (p_x, q_x, u))
         got = call_student(accepted_prefix, p_x.copy(), q_x.copy(), u.copy())
-        want = rule(p_x, q_x, u)
         if isinstance(got, (bool, np.bool_)) or not isinstance(got, (int, np.integer)):
-            raise ExerciseError(f"return the number of accepted drafts as an int, got {got!r}")
-        if got == want:
-            continue
-        kept = u < np.minimum(1.0, q_x / p_x)
-        where = f"p(x) = {np.round(p_x, 3).tolist()}, q(x) = {np.round(q_x, 3).tolist()}, u = {np.round(u, 3).tolist()}"
-        if got == int(kept.sum()):
-            raise ExerciseError(f"{where}: you returned {got}, the number of drafts that pass the test anywhere "
-                                "in the block. What happens to the drafts after the first rejection?")
-        raise ExerciseError(f"{where}: you returned {got}, verification keeps {want}. Check the acceptance "
-                            "probability: which probability goes on top of the ratio?")
-    passed("accepted_prefix keeps the same drafts as speclib.core.sampling.verify on every case.")
+            raise ExerciseError(f"return the number of accepted drafts as an int, got {_describe(got)}")
+        answers.append(int(got))
+        if first_wrong is None and got != rules["right"](p_x, q_x, u):
+            first_wrong = len(answers) - 1
+    if first_wrong is None:
+        passed("accepted_prefix keeps the same drafts as speclib.core.sampling.verify on every case.")
+        return
+    p_x, q_x, u = (np.asarray(a, dtype=float) for a in cases[first_wrong])
+    got, want = answers[first_wrong], rules["right"](p_x, q_x, u)
+    where = (f"p(x) = {np.round(p_x, 3).tolist()}, q(x) = {np.round(q_x, 3).tolist()}, "
+             f"u = {np.round(u, 3).tolist()}")
+    for name, hint in _ACCEPTED_PREFIX_HINTS.items():
+        rule = rules[name]
+        if all(a == rule(*(np.asarray(x, dtype=float) for x in case)) for a, case in zip(answers, cases)):
+            raise ExerciseError(f"{where}: you returned {got}, verification keeps {want}. {hint}")
+    raise ExerciseError(f"{where}: you returned {got}, verification keeps {want}. Follow the block draft "
+                        "by draft with this chapter's acceptance test; where does the count stop?")
 
 
 # --- Chapter 8: real text
@@ -1219,6 +1259,11 @@ def check_costs_from_passes(costs_from_passes) -> None:
         got = call_student(costs_from_passes, list(plain), list(spec), k)
         if not isinstance(got, (tuple, list)) or len(got) != 2:
             raise ExerciseError(f"{where}: expected a pair (c, r), got {_describe(got)}.")
+        for value, name in zip(got, ("c", "r")):
+            if isinstance(value, (float, np.floating)) and np.isnan(value):
+                raise ExerciseError(f"{where}: your {name} is nan, which is what the median of no passes at all "
+                                    "gives: no pass in the log has the name and the size you selected. Which "
+                                    "passes does each log hold, and over how many tokens?")
         c, r = (_as_float_or_fail(v, f"{where}, {name}") for v, name in zip(got, ("c", "r")))
         want_c, want_r = _costs_reference(plain, spec, k)
         if abs(c - want_c) <= 1e-9 and abs(r - want_r) <= 1e-9:
@@ -1290,11 +1335,11 @@ def check_outside_ms(outside_ms) -> None:
         if abs(got - want) > 1e-9:
             ms, tpp, dpt, t, r, d = args
             if abs(got - (ms - t * r - d * dpt)) < 1e-9 and tpp != 1:
-                hint = "you charged a whole verification pass to every token; how many tokens share one pass?"
+                hint = "You charged a whole verification pass to every token; how many tokens share one pass?"
             elif abs(got - (ms - t / tpp - d * dpt)) < 1e-9 and r != 1:
-                hint = "a verification pass over k + 1 tokens costs verify_ratio one-token passes, not one."
+                hint = "A verification pass over k + 1 tokens costs verify_ratio one-token passes, not one."
             else:
-                hint = ("per token: what share of a verification pass, and how many draft passes, does a "
+                hint = ("Per token: what share of a verification pass, and how many draft passes, does a "
                         "run pay for? Subtract both from the measured time.")
             raise ExerciseError(f"{where}: you returned {got:.4f}. {hint}")
     passed("outside_ms agrees with speclib.book.hf_bench.outside_ms_per_token on every case tried.")
@@ -1341,6 +1386,81 @@ def check_rows_over_vocabulary(rows_over_vocabulary) -> None:
 
 #: Heads of ex-09b-3: three context-free rows over the bug zoo's three tokens.
 HEAD_ROWS_09B = ((0.5, 0.3, 0.2), (0.2, 0.5, 0.3), (0.1, 0.3, 0.6))
+
+
+def _speedup_at(alpha: float, k: int, c: float, r: float) -> float:
+    from ..core.theory import expected_tokens_per_pass
+
+    return float(expected_tokens_per_pass(alpha, k)) / (k * c + r)
+
+
+def _needed_alpha_reference(k: int, c: float, r: float, goal: float) -> float:
+    """The smallest alpha whose speed-up E(alpha, k) / (k c + r) reaches ``goal`` (bisection), nan if none."""
+    import math
+
+    if _speedup_at(1.0, k, c, r) < goal:
+        return math.nan
+    lo, hi = 0.0, 1.0
+    if _speedup_at(0.0, k, c, r) >= goal:
+        return 0.0
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if _speedup_at(mid, k, c, r) >= goal else (mid, hi)
+    return hi
+
+
+#: (k, c, r, goal): a goal out of reach, k = 1 in and out of reach, a goal met with no accepted
+#: draft at all, and longer drafts where only a root finder answers.
+_NEEDED_ALPHA_CASES = ((1, 0.1, 1.3, 1.5), (1, 0.05, 1.0, 1.5), (1, 0.02, 1.1, 1.2), (2, 0.0, 1.0, 1.0),
+                       (3, 0.1, 1.45, 1.5), (4, 0.05, 1.2, 2.0), (8, 0.05, 1.9, 1.5), (8, 0.3, 2.0, 2.0),
+                       (5, 0.02, 1.0, 3.5))
+
+
+@_expects("needed_alpha_closed(k, c, r, goal)")
+def check_needed_alpha_closed(needed_alpha_closed) -> None:
+    """Exercise ex-09b-1: ``needed_alpha_closed(k, c, r, goal)``, the acceptance rate a speed-up goal needs.
+
+    Compared, to 1e-6, with a bisection on cases where the goal is out of reach (nan), met
+    at alpha = 0, met in closed form (k = 1) and met only numerically; a wrong answer is told
+    by the speed-up it gives, never by the right alpha.
+    """
+    import math
+    import numbers
+
+    import numpy as np
+
+    for k, c, r, goal in _NEEDED_ALPHA_CASES:
+        where = f"k = {k}, c = {c}, r = {r}, goal = {goal}"
+        got = call_student(needed_alpha_closed, k, c, r, goal)
+        if isinstance(got, np.ndarray) and got.ndim == 0:
+            got = got[()]
+        if isinstance(got, (bool, np.bool_)) or not isinstance(got, numbers.Real):
+            raise ExerciseError(f"{where}: your function returned {_describe(got)}, not a number "
+                                "(an acceptance rate, or nan)")
+        got = float(got)
+        want = _needed_alpha_reference(k, c, r, goal)
+        if math.isnan(want):
+            if not math.isnan(got):
+                raise ExerciseError(f"{where}: you returned {got:.4g}, but no acceptance rate reaches the "
+                                    f"goal here: even alpha = 1 gives a speed-up of {_speedup_at(1.0, k, c, r):.3f}. "
+                                    "Return nan when the goal is out of reach.")
+            continue
+        if math.isnan(got):
+            raise ExerciseError(f"{where}: you returned nan, but the goal can be reached: alpha = 1 gives "
+                                f"a speed-up of {_speedup_at(1.0, k, c, r):.3f}.")
+        if not 0.0 <= got <= 1.0:
+            raise ExerciseError(f"{where}: you returned {got:.4g}, which is not an acceptance rate in "
+                                "[0, 1]. What if the formula's answer falls outside that range?")
+        if abs(got - want) <= 1e-6:
+            continue
+        reached = _speedup_at(got, k, c, r)
+        if reached < goal:
+            raise ExerciseError(f"{where}: at your alpha = {got:.4f} the speed-up is {reached:.4f}, below "
+                                "the goal: the goal is not reached yet.")
+        raise ExerciseError(f"{where}: at your alpha = {got:.4f} the speed-up is already {reached:.4f}, "
+                            "above the goal: a smaller alpha reaches it too. The smallest one is asked for.")
+    passed("needed_alpha_closed agrees with a bisection on every (k, c, r, goal) tried, "
+           "out-of-reach goals included.")
 
 
 @_expects("fixed_topk_block(head_rows, choose, top_k)")

@@ -159,3 +159,357 @@ def instructor_table(exercises: list[Exercise], links: bool = False) -> str:
                 else f"{ex.title} (`{ex.label}`)")
         lines.append(f"| {name} | {ex.kind or '?'} | {goal} | {time} |")
     return "\n".join(lines).strip()
+
+
+# --- the instructors' page: chapters, reading paths, launching, grading ------------------------
+
+#: Reading speed used to estimate a chapter's reading time: about half the 238 words a minute
+#: measured for adults reading non-fiction (Brysbaert, 2019), because these pages mix prose
+#: with formulas and code that a student stops to follow.
+WORDS_PER_MINUTE = 120
+
+#: The 90-minute lecture: (chapter, minutes, what to show).  The generator checks that each
+#: chapter is in the table of contents, so a restructured book fails loudly, not silently.
+LECTURE = (
+    ("book/00_overview", 20, "the whole algorithm on one page: draft k tokens, verify them in one pass, "
+                             "correct the first rejection, add the bonus token"),
+    ("book/01_why_slow", 10, "why one more token in a pass is nearly free: the pass waits for its weights"),
+    ("book/03_verification", 15, "the acceptance test min(1, q/p) and why a draft is kept with probability alpha"),
+    ("book/04_correction", 20, "the residual max(0, q - p)/Z and the proof that the output follows q exactly"),
+    ("book/06_theory", 20, "tokens per pass, the wall-clock speed-up, the best k and the break-even alpha > c"),
+)
+LECTURE_MINUTES = 90  #: the lecture's length; what LECTURE leaves over is for questions
+
+#: How many weeks the module spreads the chapters over.
+MODULE_WEEKS = 3
+
+_HF_IMPORT = re.compile(r"^\s*(?:import (?:torch|transformers)\b|from (?:torch|transformers)\b|"
+                        r"from speclib\.lm import hf\b)", re.M)
+_SOLUTION = re.compile(r"^(`{3,}|:{3,})\{solution-start\}.*?^(`{3,}|:{3,})\{solution-end\}[^\n]*\n\2[ \t]*$|"
+                       r"^(`{3,}|:{3,})\{solution\}.*?^\3[ \t]*$", re.M | re.S)
+_REFERENCE = re.compile(r"\{(doc|ref|prf:ref|numref)\}`([^`]*)`")
+_TARGET = re.compile(r"^\(([^()\s]+)\)=[ \t]*$|^[ \t]*:label:[ \t]*(\S+)", re.M)
+
+
+class ChapterFacts(NamedTuple):
+    """What an instructor plans a chapter by, all read from the chapter itself."""
+
+    chapter: str  #: the notebook's path relative to the book root, without suffix
+    title: str
+    words: int  #: words of Markdown a student reads (solutions left out)
+    read_minutes: int  #: words / WORDS_PER_MINUTE, rounded up to 5 minutes
+    run_seconds: float | None  #: first cell started to last cell done, in the committed run
+    exercises: int
+    exercise_minutes: int
+    refers_back: tuple[str, ...]  #: earlier chapters (table of contents order) its text refers to
+    needs_hf: bool  #: imports PyTorch or transformers (requirements-hf.txt)
+
+
+def _notebook(path: Path) -> dict:
+    _markdown(path)  # the same checks: a readable notebook
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def reading_words(markdown: str) -> int:
+    """Words a student reads in ``markdown``: everything but the solutions (which the student
+    edition leaves out) and the directive options (``:label:``, ``:class:``)."""
+    if not isinstance(markdown, str):
+        raise TypeError(f"markdown: expected a string, got {type(markdown).__name__}")
+    text = _SOLUTION.sub("", markdown)
+    text = re.sub(r"^[ \t]*:[\w-]+:.*$", "", text, flags=re.M)
+    return len(re.findall(r"\S+", text))
+
+
+def reading_minutes(words: int) -> int:
+    """Minutes to read ``words`` at WORDS_PER_MINUTE, rounded up to a multiple of 5 (at least 5)."""
+    import math
+
+    from .._validate import as_int
+
+    words = as_int(words, "words", minimum=0)
+    return max(5, 5 * math.ceil(words / WORDS_PER_MINUTE / 5))
+
+
+def run_seconds(nb: dict) -> float | None:
+    """Seconds from the first code cell's start to the last one's end in the notebook's stored run.
+
+    Read from the timestamps the executing client stores in each cell (``metadata.execution``);
+    None for a notebook stored without them.
+    """
+    from datetime import datetime
+
+    stamps = []
+    for cell in nb.get("cells", []):
+        record = cell.get("metadata", {}).get("execution") or {}
+        for key in ("iopub.execute_input", "shell.execute_reply"):
+            if key in record:
+                stamps.append(datetime.fromisoformat(record[key].replace("Z", "+00:00")))
+    return (max(stamps) - min(stamps)).total_seconds() if stamps else None
+
+
+def chapter_facts(root: Path) -> list[ChapterFacts]:
+    """:class:`ChapterFacts` of every notebook chapter of the table of contents, in order."""
+    root = _book_root(root)
+    names = toc_chapters(root)
+    labels: dict[str, str] = {}
+    texts: dict[str, str] = {}
+    for name in names:
+        for suffix in (".ipynb", ".md"):
+            path = root / f"{name}{suffix}"
+            if path.is_file():
+                texts[name] = _markdown(path) if suffix == ".ipynb" else path.read_text(encoding="utf-8")
+                for match in _TARGET.finditer(texts[name]):
+                    labels[match.group(1) or match.group(2)] = name
+    exercises = book_exercises(root)
+    out = []
+    for position, name in enumerate(names):
+        path = root / f"{name}.ipynb"
+        if not path.is_file():
+            continue
+        nb = _notebook(path)
+        text = texts[name]
+        folder = str(Path(name).parent)
+        cited = set()
+        for role, content in _REFERENCE.findall(text):
+            target = re.sub(r"^.*<([^<>]+)>$", r"\1", content, flags=re.S).strip()
+            if role == "doc":
+                cited.add(f"{folder}/{target}" if "/" not in target else target.lstrip("/"))
+            elif target in labels:
+                cited.add(labels[target])
+        back = tuple(n for n in names[:position] if n in cited and (root / f"{n}.ipynb").is_file())
+        heading = _TITLE.search(text)
+        mine = [e for e in exercises if e.chapter == name]
+        code = "\n".join("".join(c["source"]) for c in nb["cells"] if c.get("cell_type") == "code")
+        words = reading_words(text)
+        out.append(ChapterFacts(name, heading.group(1).strip() if heading else name, words, reading_minutes(words),
+                                run_seconds(nb), len(mine), sum(e.minutes or 0 for e in mine), back,
+                                bool(_HF_IMPORT.search(code))))
+    return out
+
+
+def _doc(chapter: str, text: str | None = None) -> str:
+    return f"{{doc}}`{text} <{Path(chapter).name}>`" if text else f"{{doc}}`{Path(chapter).name}`"
+
+
+def _number(chapter: str) -> str:
+    return Path(chapter).name.split("_")[0]
+
+
+def chapters_table(facts: list[ChapterFacts]) -> str:
+    """A Markdown table: each chapter, what it refers back to, and its reading and exercise times.
+
+    The chapters are MyST ``{doc}`` references (the cell showing it renders its Markdown as MyST).
+    """
+    lines = ["| chapter | refers back to | reading | exercises |", "| --- | --- | --- | --- |"]
+    for f in facts:
+        back = ", ".join(_doc(b, _number(b)) for b in f.refers_back) or "–"
+        hf = " (PyTorch)" if f.needs_hf else ""
+        ex = f"{f.exercises}, ~{f.exercise_minutes} min" if f.exercises else "–"
+        lines.append(f"| {_doc(f.chapter)}{hf} | {back} | ~{f.read_minutes} min | {ex} |")
+    return "\n".join(lines)
+
+
+def lecture_table(facts: list[ChapterFacts], lecture=LECTURE, minutes: int = LECTURE_MINUTES) -> str:
+    """The 90-minute lecture as a Markdown table; raises ValueError for a chapter the book lacks
+    or a plan longer than ``minutes``."""
+    known = {f.chapter: f for f in facts}
+    missing = [c for c, _, _ in lecture if c not in known]
+    if missing:
+        raise ValueError(f"lecture: {missing} are not chapters of the table of contents (update "
+                         "speclib.book.course.LECTURE)")
+    used = sum(m for _, m, _ in lecture)
+    if used > minutes:
+        raise ValueError(f"lecture: the plan takes {used} min, more than its {minutes}")
+    lines = ["| minutes | chapter | what to show |", "| --- | --- | --- |"]
+    lines += [f"| {m} | {_doc(c)} | {what} |" for c, m, what in lecture]
+    if used < minutes:
+        lines.append(f"| {minutes - used} | | questions |")
+    return "\n".join(lines)
+
+
+def module_weeks(facts: list[ChapterFacts], weeks: int = MODULE_WEEKS) -> list[list[ChapterFacts]]:
+    """The chapters in their order, cut into ``weeks`` runs of consecutive chapters whose largest
+    workload (reading and exercises, in minutes) is as small as it can be."""
+    from .._validate import as_int
+
+    weeks = as_int(weeks, "weeks", minimum=1)
+    chapters = [f for f in facts if f.exercises]
+    if len(chapters) < weeks:
+        raise ValueError(f"weeks: {weeks} weeks for {len(chapters)} chapters with exercises")
+    load = [f.read_minutes + f.exercise_minutes for f in chapters]
+    n = len(load)
+    prefix = [0]
+    for x in load:
+        prefix.append(prefix[-1] + x)
+    # best[w][i]: the smallest largest week for the first i chapters in w weeks; cut[w][i]: its last cut
+    inf = float("inf")
+    best = [[inf] * (n + 1) for _ in range(weeks + 1)]
+    cut = [[0] * (n + 1) for _ in range(weeks + 1)]
+    best[0][0] = 0
+    for w in range(1, weeks + 1):
+        for i in range(1, n + 1):
+            for j in range(w - 1, i):
+                value = max(best[w - 1][j], prefix[i] - prefix[j])
+                if value < best[w][i]:
+                    best[w][i], cut[w][i] = value, j
+    bounds, i = [], n
+    for w in range(weeks, 0, -1):
+        bounds.append((cut[w][i], i))
+        i = cut[w][i]
+    return [chapters[a:b] for a, b in reversed(bounds)]
+
+
+def module_table(facts: list[ChapterFacts], weeks: int = MODULE_WEEKS) -> str:
+    """The module as a Markdown table: per week, its chapters and hours of reading and exercises."""
+    lines = ["| week | chapters | reading | exercises |", "| --- | --- | --- | --- |"]
+    for w, chapters in enumerate(module_weeks(facts, weeks), start=1):
+        names = ", ".join(_doc(f.chapter, _number(f.chapter)) + (" (PyTorch)" if f.needs_hf else "")
+                          for f in chapters)
+        read = sum(f.read_minutes for f in chapters) / 60
+        work = sum(f.exercise_minutes for f in chapters) / 60
+        lines.append(f"| {w} | {names} | {read:.1f} h | {work:.1f} h |")
+    return "\n".join(lines)
+
+
+def repository_url(root: Path) -> tuple[str, str]:
+    """``(url, branch)`` of the book's repository from ``root/_config.yml`` (url "" until it is set)."""
+    import yaml
+
+    config = yaml.safe_load((_book_root(root) / "_config.yml").read_text(encoding="utf-8")) or {}
+    repo = config.get("repository") or {}
+    return str(repo.get("url") or "").strip(), str(repo.get("branch") or "main").strip()
+
+
+_GITHUB = re.compile(r"^https://github\.com/(?P<owner>[\w.-]+)/(?P<repo>[\w.-]+?)(?:\.git)?/?$")
+
+
+def launch_links(url: str, branch: str = "main", notebook: str = "student/00_overview.ipynb") -> dict[str, str]:
+    """Binder and Colab addresses that open ``notebook`` (a path in the repository) of the book's
+    repository ``url`` in JupyterLab or Colab; {} while ``url`` is empty.
+
+    Raises ValueError for an address that is not a GitHub repository's (Colab opens notebooks
+    from GitHub only; Binder would need another provider's path).
+
+    Examples
+    --------
+    >>> launch_links("https://github.com/o/r", "main", "student/03_verification.ipynb")["binder"]
+    'https://mybinder.org/v2/gh/o/r/main?urlpath=lab/tree/student/03_verification.ipynb'
+    """
+    if not isinstance(url, str) or not isinstance(branch, str) or not isinstance(notebook, str):
+        raise TypeError("url, branch and notebook: expected strings")
+    if not url:
+        return {}
+    match = _GITHUB.match(url)
+    if not match:
+        raise ValueError(f"url: {url!r} is not a GitHub repository address (https://github.com/OWNER/REPO)")
+    owner, repo = match.group("owner"), match.group("repo")
+    return {"binder": f"https://mybinder.org/v2/gh/{owner}/{repo}/{branch}?urlpath=lab/tree/{notebook}",
+            "colab": f"https://colab.research.google.com/github/{owner}/{repo}/blob/{branch}/{notebook}"}
+
+
+def launch_markdown(root: Path, edition: str = "student") -> str:
+    """How to open the ``edition`` notebooks: in a clone today, on Binder and Colab once the
+    repository address (``repository.url`` in _config.yml) is set."""
+    url, branch = repository_url(root)
+    clone = (f"In a clone of the repository: `python3 dev.py test` (or `python3 dev.py book`) sets up "
+             f"`.venv` with everything pinned, then `.venv/bin/jupyter lab {edition}/` opens the notebooks.")
+    links = launch_links(url, branch, f"{edition}/00_overview.ipynb")
+    if not links:
+        return (clone + " Binder and Colab links appear here once the book has a public address "
+                "(`python3 tools/set_repository.py URL` sets it).")
+    return (clone + f" Or launch the {edition} edition without installing anything: "
+            f"[on Binder]({links['binder']}) (JupyterLab, the repository's `requirements.txt`) or "
+            f"[in Colab]({links['colab']}) (one notebook at a time; its first cell installs the companion "
+            "package, and Colab shows the exercise and proof blocks as plain text).")
+
+
+# --- grading a student's notebook with its self-checks -----------------------------------------
+
+_CHECK_CALL = re.compile(r"\bcheck_\w+\(")
+
+
+class Grade(NamedTuple):
+    """What the self-checks of one exercise said when a student's notebook ran."""
+
+    label: str
+    status: str  #: "passed", "not attempted" (the stub still raises), "failed" or "error"
+    message: str  #: the check's confirmation, its hint, or the error
+
+
+def exercise_cells(nb: dict) -> dict[str, list[int]]:
+    """label -> indices of the code cells that call a self-check (``check_...(``) under that exercise.
+
+    A code cell belongs to the last exercise above it, until a Markdown heading ends the exercise.
+    """
+    out: dict[str, list[int]] = {}
+    current = None
+    for i, cell in enumerate(nb.get("cells", [])):
+        text = "".join(cell.get("source", ""))
+        if cell.get("cell_type") == "markdown":
+            exercises = [_LABEL.search(m.group("body")) for m in _EXERCISE.finditer(text)]
+            if exercises and exercises[-1] is not None:
+                current = exercises[-1].group(1)
+                out.setdefault(current, [])
+            elif re.search(r"^#{1,6}\s", text, re.M):
+                current = None
+        elif cell.get("cell_type") == "code" and current is not None and _CHECK_CALL.search(text):
+            out[current].append(i)
+    return out
+
+
+def _plain(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def grade_outputs(nb: dict) -> list[Grade]:
+    """The grades an executed notebook's outputs show, one per exercise that has a self-check.
+
+    A check cell that printed the check mark passed; one that raised ExerciseError failed (or was
+    not attempted, when the hint says the stub still raises NotImplementedError); any other
+    exception is an error.  An exercise with several check cells (a stub's check, then the
+    student's own attempt below it and its check) is graded by the last one: the verdict the
+    notebook ends with.
+    """
+    grades = []
+    for label, cells in exercise_cells(nb).items():
+        if not cells:
+            continue
+        outputs = nb["cells"][cells[-1]].get("outputs", [])
+        error = next((o for o in outputs if o.get("output_type") == "error"), None)
+        text = _plain("".join("".join(o.get("text", "")) for o in outputs if o.get("output_type") == "stream"))
+        if error is not None:
+            message = _plain(f"{error.get('ename')}: {error.get('evalue')}")
+            if error.get("ename") == "ExerciseError":
+                status = "not attempted" if "still raises NotImplementedError" in message else "failed"
+            else:
+                status = "error"
+            grades.append(Grade(label, status, message))
+        elif "\u2714" in text:
+            grades.append(Grade(label, "passed", text.strip().split("\n")[-1]))
+        else:
+            grades.append(Grade(label, "error", "the check cell printed no verdict (was it run?)"))
+    return grades
+
+
+def grade_notebook(path: Path, timeout: int = 600) -> list[Grade]:
+    """Run a student's notebook top to bottom in a fresh kernel (errors do not stop it) and grade
+    each exercise by its self-check (:func:`grade_outputs`).  The notebook file is not changed."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from .._validate import as_int
+
+    path = _path(path, "path")
+    timeout = as_int(timeout, "timeout", minimum=1)
+    _markdown(path)
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    return grade_outputs(nb)
+
+
+def run_times(facts: list[ChapterFacts]) -> str:
+    """Each chapter's stored run time, as one Markdown line: ``{doc}`00 <00_overview>` 4 s · ...``."""
+    parts = [f"{_doc(f.chapter, _number(f.chapter))} {f.run_seconds:.0f} s" for f in facts
+             if f.run_seconds is not None]
+    return " · ".join(parts) if parts else "(no chapter holds a stored run)"

@@ -4,6 +4,10 @@ Each explorer is split in two: a pure function that computes what the explorer s
 given slider values (tested in tests/), and a ``*_explorer()`` function that wires it to
 ``ipywidgets.interact``.  The rendered book cannot run widgets, so every chapter shows a
 static figure made by the same pure function next to the explorer.
+
+An explorer shows its sliders and returns None: a notebook cell that ends with the call then
+prints nothing under them (``interact`` itself returns the redraw function, which a cell
+would print as ``<function ...show(...)>``).
 """
 
 from __future__ import annotations
@@ -73,7 +77,7 @@ def correction_view(draft_noise: float, vocab_size: int = 8, seed: int = 0) -> C
                           float(total_variation_distance(wrong, q)), draft_noise)
 
 
-def correction_explorer(vocab_size: int = 8, seed: int = 0):
+def correction_explorer(vocab_size: int = 8, seed: int = 0) -> None:
     """Slider over the draft noise; redraws :func:`speclib.book.plots.plot_correction`."""
     import ipywidgets
     import matplotlib.pyplot as plt
@@ -88,7 +92,7 @@ def correction_explorer(vocab_size: int = 8, seed: int = 0):
         plt.show()
 
     slider = ipywidgets.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.05, description="draft noise")
-    return ipywidgets.interact(show, draft_noise=slider)
+    ipywidgets.interact(show, draft_noise=slider)
 
 
 class BonusView(_NamedTuple):
@@ -122,7 +126,7 @@ def bonus_view(alpha: float, k: int) -> BonusView:
                      float(bonus_share(alpha, k)))
 
 
-def bonus_explorer():
+def bonus_explorer() -> None:
     """Sliders for alpha and k; redraws :func:`speclib.book.plots.plot_bonus`."""
     import ipywidgets
     import matplotlib.pyplot as plt
@@ -133,7 +137,7 @@ def bonus_explorer():
         plot_bonus(bonus_view(alpha, k))
         plt.show()
 
-    return ipywidgets.interact(
+    ipywidgets.interact(
         show,
         alpha=ipywidgets.FloatSlider(value=0.8, min=0.0, max=1.0, step=0.01, description="alpha"),
         k=ipywidgets.IntSlider(value=4, min=1, max=12, description="k"),
@@ -180,7 +184,7 @@ def speedup_view(alpha: float, c: float, k: int, k_max: int = 16) -> SpeedupView
                        float(speedups[best]), alpha > c, break_even_alpha(k, c))
 
 
-def speedup_explorer(k_max: int = 16):
+def speedup_explorer(k_max: int = 16) -> None:
     """Sliders for alpha, c and k; redraws :func:`speclib.book.plots.plot_speedup`."""
     import ipywidgets
     import matplotlib.pyplot as plt
@@ -193,7 +197,7 @@ def speedup_explorer(k_max: int = 16):
         plot_speedup(speedup_view(alpha, c, k, k_max))
         plt.show()
 
-    return ipywidgets.interact(
+    ipywidgets.interact(
         show,
         alpha=ipywidgets.FloatSlider(value=0.8, min=0.0, max=1.0, step=0.01, description="alpha"),
         c=ipywidgets.FloatSlider(value=0.05, min=0.0, max=1.0, step=0.01, description="c"),
@@ -246,7 +250,7 @@ def pass_cost_view(n_params: float, bytes_per_param: float, bandwidth: float, fl
 
 
 def pass_cost_explorer(n_params: float = 1e8, bytes_per_param: float = 4.0,
-                       bandwidth: float = 1e10, flops: float = 1e11):
+                       bandwidth: float = 1e10, flops: float = 1e11) -> None:
     """Log sliders for memory bandwidth, arithmetic throughput and model size, and k.
 
     The defaults are placeholders; chapter 1 passes the values it fitted on this machine.
@@ -270,7 +274,7 @@ def pass_cost_explorer(n_params: float = 1e8, bytes_per_param: float = 4.0,
         plt.show()
 
     log = ipywidgets.FloatLogSlider
-    return ipywidgets.interact(
+    ipywidgets.interact(
         show,
         bandwidth_gb_s=log(value=bandwidth / 1e9, base=10, min=0, max=4, step=0.05, description="GB/s"),
         gflop_s=log(value=flops / 1e9, base=10, min=0, max=6, step=0.05, description="GFLOP/s"),
@@ -320,7 +324,7 @@ def drafting_view(draft_noise: float, vocab_size: int = 64, seed: int = 0, conte
     return DraftingView(q, p, _np.minimum(p, q), float(acceptance_rate(p, q)), draft_noise, grid, alphas)
 
 
-def drafting_explorer(vocab_size: int = 64, seed: int = 0):
+def drafting_explorer(vocab_size: int = 64, seed: int = 0) -> None:
     """Sliders for the draft noise and the context; redraws :func:`speclib.book.plots.plot_drafting`."""
     import ipywidgets
     import matplotlib.pyplot as plt
@@ -334,7 +338,7 @@ def drafting_explorer(vocab_size: int = 64, seed: int = 0):
         plot_drafting(drafting_view(draft_noise, vocab_size, seed, context_id))
         plt.show()
 
-    return ipywidgets.interact(
+    ipywidgets.interact(
         show,
         draft_noise=ipywidgets.FloatSlider(value=0.3, min=0.0, max=1.0, step=0.05, description="draft noise"),
         context_id=ipywidgets.IntSlider(value=42, min=0, max=255, description="context"),
@@ -388,7 +392,7 @@ def verification_view(block: int, draft_noise: float = 0.3, k: int = 4, n_blocks
                             n_blocks, draft_noise, so_far)
 
 
-def verification_explorer(k: int = 4, n_blocks: int = 12, seed: int = 0):
+def verification_explorer(k: int = 4, n_blocks: int = 12, seed: int = 0) -> None:
     """Step through the blocks of a seeded run; redraws :func:`speclib.book.plots.plot_verification_block`."""
     import ipywidgets
     import matplotlib.pyplot as plt
@@ -403,7 +407,7 @@ def verification_explorer(k: int = 4, n_blocks: int = 12, seed: int = 0):
         plot_verification_block(verification_view(block, draft_noise, k, n_blocks, seed))
         plt.show()
 
-    return ipywidgets.interact(
+    ipywidgets.interact(
         show,
         block=ipywidgets.IntSlider(value=0, min=0, max=n_blocks - 1, description="block"),
         draft_noise=ipywidgets.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.05, description="draft noise"),
@@ -449,7 +453,7 @@ def generation_view(domain: str = "prose", k: int = 4, temperature: float = 1.0,
                           stats.acceptance_rate)
 
 
-def generation_explorer():
+def generation_explorer() -> None:
     """Domain, k, temperature and seed sliders over :func:`generation_view`."""
     import ipywidgets
     from IPython.display import HTML, display
@@ -459,7 +463,7 @@ def generation_explorer():
         display(HTML(view.html))
         print(view.summary)
 
-    return ipywidgets.interact(
+    ipywidgets.interact(
         show,
         domain=ipywidgets.Dropdown(options=["prose", "code"], value="prose", description="domain"),
         k=ipywidgets.IntSlider(value=4, min=1, max=12, description="k"),
@@ -512,7 +516,7 @@ def sampling_controls_view(temperature: float = 1.0, top_k: int | None = None, t
                                 float(acceptance_rate(p_warped, q_warped)), ", ".join(parts))
 
 
-def sampling_controls_explorer(vocab_size: int = 8, seed: int = 0):
+def sampling_controls_explorer(vocab_size: int = 8, seed: int = 0) -> None:
     """Sliders for temperature, top-k (0 = off) and top-p (1 = off) over :func:`sampling_controls_view`."""
     import ipywidgets
     import matplotlib.pyplot as plt
@@ -528,7 +532,7 @@ def sampling_controls_explorer(vocab_size: int = 8, seed: int = 0):
         plot_sampling_controls(view)
         plt.show()
 
-    return ipywidgets.interact(
+    ipywidgets.interact(
         show,
         temperature=ipywidgets.FloatSlider(value=1.0, min=0.0, max=2.0, step=0.05, description="temperature"),
         top_k=ipywidgets.IntSlider(value=0, min=0, max=vocab_size, description="top-k (0 off)"),
@@ -580,7 +584,7 @@ def controller_view(draft_noise: float = 0.5, c: float = 0.2, n_tokens: int = 40
                           float(cmp.acceptance[names[0]][0]), draft_noise, c)
 
 
-def controller_explorer(n_tokens: int = 400, seed: int = 0):
+def controller_explorer(n_tokens: int = 400, seed: int = 0) -> None:
     """Sliders for the draft noise and the cost ratio over :func:`controller_view`."""
     import ipywidgets
     import matplotlib.pyplot as plt
@@ -594,7 +598,7 @@ def controller_explorer(n_tokens: int = 400, seed: int = 0):
         plot_controller_bars(controller_view(draft_noise, c, n_tokens, seed))
         plt.show()
 
-    return ipywidgets.interact(
+    ipywidgets.interact(
         show,
         draft_noise=ipywidgets.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.05, description="draft noise"),
         c=ipywidgets.FloatSlider(value=0.2, min=0.0, max=1.0, step=0.05, description="cost ratio c"),
@@ -634,7 +638,7 @@ def batch_waste_view(alpha: float = 0.7, k: int = 4, max_batch: int = 32) -> Bat
                           rows[:, 1] / mean, alpha, k)
 
 
-def batch_waste_explorer(max_batch: int = 32):
+def batch_waste_explorer(max_batch: int = 32) -> None:
     """Sliders for the acceptance rate and the draft length over :func:`batch_waste_view`."""
     import ipywidgets
     import matplotlib.pyplot as plt
@@ -647,7 +651,7 @@ def batch_waste_explorer(max_batch: int = 32):
         plot_batch_waste(batch_waste_view(alpha, k, max_batch))
         plt.show()
 
-    return ipywidgets.interact(
+    ipywidgets.interact(
         show,
         alpha=ipywidgets.FloatSlider(value=0.7, min=0.05, max=0.99, step=0.01, description="alpha"),
         k=ipywidgets.IntSlider(value=4, min=1, max=12, description="k"),
