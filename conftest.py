@@ -9,5 +9,5 @@ import importlib.util
 
 _HF = all(importlib.util.find_spec(name) is not None for name in ("torch", "transformers"))
 
-collect_ignore = [] if _HF else ["speclib/lm/hf.py", "book/14_your_own_models.ipynb"]
+collect_ignore = [] if _HF else ["speclib/lm/hf.py", "book/16_models_and_engines.ipynb"]
 

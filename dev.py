@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The project's commands, set-up included (needs only Python 3.10+).
+"""The project's commands, set-up included (needs only Python 3.11+).
 
     python3 dev.py book     build the book into _build/html (warnings are errors), and write
                             the notebook editions student/ (no solutions) and instructor/
@@ -380,8 +380,8 @@ def setup(command: str = "test", root: Path | None = None) -> Path:
 
     Raises SetupError (one line: what is wrong, what to do) for what cannot be repaired.
     """
-    if sys.version_info < (3, 10):
-        raise SetupError(f"Python 3.10 or newer is needed; this is {sys.version.split()[0]}")
+    if sys.version_info < (3, 11):
+        raise SetupError(f"Python 3.11 or newer is needed (the pinned ipykernel requires it); this is {sys.version.split()[0]}")
     root = ROOT if root is None else root
     venv_dir = root / ".venv"
     python = venv_python(venv_dir)

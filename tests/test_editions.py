@@ -67,7 +67,7 @@ def test_a_missing_or_foreign_value_is_an_error_naming_the_place():
     with pytest.raises(ValueError, match=r"ch, cell 4: .*'missing'.*execute the notebook"):
         editions.fill_glue("{glue:}`missing`", {}, "ch, cell 4")
     with pytest.raises(ValueError, match="another notebook"):
-        editions.fill_glue("{glue:}`09_neural_pair.ipynb::best`", {}, "x")
+        editions.fill_glue("{glue:}`07_real_pair.ipynb::best`", {}, "x")
 
 
 # --- cross-references and citations -----------------------------------------------------------
@@ -87,8 +87,8 @@ def test_citations_read_as_the_book_labels_them_and_link_the_work():
 
 
 def test_doc_ref_and_term_become_links_or_text():
-    assert xref("{doc}`09_neural_pair`") == f"[{INDEX.titles['09_neural_pair']}](09_neural_pair.ipynb)"
-    assert xref("{doc}`chapter 9 <09_neural_pair>`") == "[chapter 9](09_neural_pair.ipynb)"
+    assert xref("{doc}`07_real_pair`") == f"[{INDEX.titles['07_real_pair']}](07_real_pair.ipynb)"
+    assert xref("{doc}`chapter 9 <07_real_pair>`") == "[chapter 9](07_real_pair.ipynb)"
     assert xref("{doc}`the glossary <glossary>`", pages={"05_bonus"}) == "the glossary"  # not in the edition
     assert xref("{prf:ref}`thm-04-one-position`") == "[theorem “One position”](04_correction.ipynb)"
     assert xref("{ref}`intro-one-pass`").startswith("Does checking")  # a page of no edition: its title

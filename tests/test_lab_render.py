@@ -26,7 +26,7 @@ import editions  # noqa: E402
 import lab_check  # noqa: E402
 import render_check  # noqa: E402
 
-CHAPTERS = ("03_verification", "09_neural_pair")
+CHAPTERS = ("03_verification", "07_real_pair")
 #: What the build's roles look like when nothing renders them.
 ROLE_MARKUP = re.compile(r"\{(glue[:\w]*|cite:\w+|doc|ref|term|prf:\w+|numref|exercise|solution[\w-]*)\}")
 

@@ -22,9 +22,9 @@ from speclib.lm.products import blas_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Chapters whose outputs come from float32 or float64 arithmetic that the kernels change.
-SENSITIVE = ["book/06_theory.ipynb", "book/09_neural_pair.ipynb"]
+SENSITIVE = ["book/06_theory.ipynb", "book/07_real_pair.ipynb"]
 if all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers")):
-    SENSITIVE.append("book/14_your_own_models.ipynb")
+    SENSITIVE.append("book/16_models_and_engines.ipynb")
 
 
 def other_kernel() -> str | None:

@@ -173,7 +173,7 @@ WORDS_PER_MINUTE = 120
 LECTURE = (
     ("book/00_overview", 20, "the whole algorithm on one page: draft k tokens, verify them in one pass, "
                              "correct the first rejection, add the bonus token"),
-    ("book/01_why_slow", 10, "why one more token in a pass is nearly free: the pass waits for its weights"),
+    ("book/01_why_slow", 10, "what a pass costs: every weight read once, the arithmetic once per token"),
     ("book/03_verification", 15, "the acceptance test min(1, q/p) and why a draft is kept with probability alpha"),
     ("book/04_correction", 20, "the residual max(0, q - p)/Z and the proof that the output follows q exactly"),
     ("book/06_theory", 20, "tokens per pass, the wall-clock speed-up, the best k and the break-even alpha > c"),
