@@ -304,3 +304,18 @@ def test_markdown_table():
         "| x | y |", "| --- | --- |", "| 1 | 2.5 |", "| a | b |"]
     with pytest.raises(ValueError, match="row 0"):
         markdown_table(["x", "y"], [[1]])
+
+
+def test_ranking_names_a_leader_only_when_its_interval_separates():
+    from speclib.book.render import ranking_sentence
+
+    apart = ranking_sentence({"eagle": (0.80, 0.78, 0.82), "pair": (0.70, 0.68, 0.72), "medusa": (0.4, 0.38, 0.42)})
+    assert apart.startswith("eagle has the highest rate") and "cannot be told apart" not in apart
+    close = ranking_sentence({"eagle": (0.75, 0.70, 0.80), "pair": (0.74, 0.69, 0.79)})
+    assert "cannot be told apart" in close and "highest" not in close
+    # negative control: the same values with intervals narrow enough do get a leader
+    assert "highest" in ranking_sentence({"eagle": (0.75, 0.745, 0.755), "pair": (0.74, 0.735, 0.745 - 1e-9)})
+    with pytest.raises(ValueError, match="low <= value <= high"):
+        ranking_sentence({"a": (0.5, 0.6, 0.7), "b": (0.4, 0.3, 0.5)})
+    with pytest.raises(ValueError, match="at least two"):
+        ranking_sentence({"a": (0.5, 0.4, 0.6)})

@@ -507,3 +507,52 @@ def to_html(trace: Trace, vocab) -> str:
     legend = " ".join(f'<span style="background:{HTML_COLOURS[k]};padding:0 0.4em">{k}</span>' for k in KINDS)
     return (f'<div class="spec-trace"><div style="font-size:90%">{legend}</div>'
             f'<pre style="white-space:break-spaces;line-height:1.35">{"".join(spans)}</pre></div>')
+
+
+def ranking_sentence(estimates: dict, what: str = "rate", digits: int = 2) -> str:
+    """A sentence that ranks estimates only as far as their intervals allow.
+
+    ``estimates`` maps a name to ``(value, low, high)`` (an estimate and its interval).  The
+    leader is named alone only when its interval lies above every other's; otherwise the
+    names whose intervals reach the leader's are reported together as within noise of each
+    other, and the rest below them.
+
+    Examples
+    --------
+    >>> ranking_sentence({"a": (0.80, 0.78, 0.82), "b": (0.70, 0.68, 0.72)})
+    'a has the highest rate, 0.80 (0.78 to 0.82), above b at 0.70 (0.68 to 0.72).'
+    >>> ranking_sentence({"a": (0.80, 0.74, 0.86), "b": (0.78, 0.72, 0.84), "c": (0.5, 0.45, 0.55)})
+    'a (0.80, 0.74 to 0.86) and b (0.78, 0.72 to 0.84) cannot be told apart on this sample: their intervals overlap; c is below both at 0.50 (0.45 to 0.55).'
+    """
+    if not isinstance(estimates, dict) or len(estimates) < 2:
+        raise ValueError("estimates: expected a dict of at least two names to (value, low, high)")
+    rows = []
+    for name, triple in estimates.items():
+        try:
+            value, low, high = (float(v) for v in triple)
+        except (TypeError, ValueError):
+            raise ValueError(f"estimates[{name!r}]: expected (value, low, high), got {triple!r}") from None
+        if not (low <= value <= high) or not np.isfinite([value, low, high]).all():
+            raise ValueError(f"estimates[{name!r}]: expected low <= value <= high, finite, got {triple!r}")
+        rows.append((value, low, high, str(name)))
+    rows.sort(key=lambda r: -r[0])
+    f = f"{{:.{int(digits)}f}}"
+
+    def full(r):
+        return f"{f.format(r[0])} ({f.format(r[1])} to {f.format(r[2])})"
+
+    leader = rows[0]
+    group = [r for r in rows if r[2] >= leader[1]]
+    rest = [r for r in rows if r[2] < leader[1]]
+    if len(group) == 1:
+        others = ", ".join(f"{r[3]} at {full(r)}" for r in rest)
+        return f"{leader[3]} has the highest {what}, {full(leader)}, above {others}."
+    names = [f"{r[3]} ({f.format(r[0])}, {f.format(r[1])} to {f.format(r[2])})" for r in group]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    out = f"{listed} cannot be told apart on this sample: their intervals overlap"
+    if rest:
+        below = "both" if len(group) == 2 else "them"
+        out += "; " + ", ".join(f"{r[3]}" for r in rest[:-1]) + (" and " if len(rest) > 1 else "") + \
+               f"{rest[-1][3]} {'is' if len(rest) == 1 else 'are'} below {below}" + \
+               (f" at {full(rest[0])}" if len(rest) == 1 else f" ({'; '.join(full(r) for r in rest)})")
+    return out + "."
