@@ -6,10 +6,10 @@ those sequences make (:class:`MultiDraft`), and top-``b`` or sampled trees (:cla
 Drivers: the one loop (:func:`speculative_generate`, enumerated by
 :func:`speclib.core.exact.output_distribution`), the batch driver (:func:`batch_generate`,
 enumerated here by replaying every branch of one sequence's choices), and a target that
-scores a whole tree in one pass (the numpy transformer's cache) or path by path.  Targets:
-a Markov chain, a second-order model (its context reaches past the last token, so a row
-read for the wrong context shows), both warped (temperature and top-k, so rows hold zeros),
-and a transformer at temperature 0.5.
+scores a whole tree in one pass (the numpy transformer's cache) or path by path (any other
+model).  Targets: a second-order model (its context reaches past the last token, so a row
+read for the wrong context shows), the same warped (temperature and top-k, so rows hold
+zeros), a warped Markov chain, and transformers at temperatures 0.5 and 0.
 
 Every law must equal the target's to 1e-12 (float64 models) or 1e-6 (float32 transformer
 passes computed in differently shaped products); the negative controls show the same

@@ -751,3 +751,44 @@ def test_a_node_with_probability_zero_under_its_own_row_is_refused():
         multi_draft_verify(tree, p, q, rng=0)
     ok = multi_draft_verify(tree, np.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]]), q, rng=0)
     assert ok.tokens.tolist() == [2, *ok.tokens[1:].tolist()] and ok.n_accepted == 1  # the control
+
+
+class _UserTreeProposer:
+    """A user's proposer that answers every step with the tree ``make(vocab)`` returns."""
+
+    verifier = staticmethod(multi_draft_verify)
+
+    def __init__(self, make):
+        self.make = make
+
+    def start(self, prompt, vocab_size):
+        self.vocab = vocab_size
+
+    def propose(self, text, k, policy, choose, timings):
+        return self.make(self.vocab)
+
+    def accept(self, length):
+        pass
+
+
+def _tree_proposal(tokens, parents, rows, passes=1):
+    from speclib.core.proposers import Proposal
+    from speclib.core.tree import TokenTree
+
+    tokens, parents = np.array(tokens), np.array(parents)
+    return Proposal(tokens, np.asarray(rows, dtype=float), passes, TokenTree(tokens, parents, np.arange(tokens.size)))
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda v: _tree_proposal([0, 1], [-1, -1], np.eye(v)[[0, 1, 1]]), r"rows of shape \(3, 4\) for tokens of shape \(2,\)"),
+    (lambda v: _tree_proposal([0, 1], [-1, -1], np.eye(v)[[0, 2]]), "probability 0 under its own row"),
+    (lambda v: _tree_proposal([0, 0], [-1, -1], np.eye(v)[[0, 0]]), "node 1 repeats token 0 below node -1"),
+    (lambda v: _tree_proposal([0, 1], [-1, 1], np.eye(v)[[0, 1]]), "node 1 has parent 1"),
+    (lambda v: _tree_proposal([0, 1, 2], [-1, 0, 1], np.eye(v)[[0, 1, 2]]), "tree of depth 3; the policy allowed at most 2"),
+], ids=["rows", "zero", "siblings", "order", "depth"])
+def test_a_user_proposers_malformed_tree_is_refused_naming_it(make, message):
+    target, _ = markov_pair(vocab_size=4, seed=0)
+    with pytest.raises(ValueError, match=f"proposer _UserTreeProposer: propose\\(\\).*{message}"):
+        speculative_generate(target, _UserTreeProposer(make), [0], 5, 2, rng=0)
+    good = _UserTreeProposer(lambda v: _tree_proposal([0, 1], [-1, -1], np.eye(v)[[0, 1]]))  # the control
+    assert speculative_generate(target, good, [0], 5, 2, rng=0)[0].size == 5

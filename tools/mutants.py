@@ -107,6 +107,11 @@ FAULTS: tuple[Fault, ...] = (
           '        as_tokens(prompt, "prompt", self.vocab_size, allow_empty=False)\n',
           (T + "test_proposers.py::test_prompt_lookup_proposes_what_lookup_draft_finds_whatever_the_text",),
           "start() keeps the index of the previous generation"),
+    Fault("user-tree-structure-unchecked", "speclib/core/proposers.py",
+          "            token_tree(tree.tokens, tree.parents, tree.draws)\n        except",
+          "            pass\n        except",
+          (T + "test_tree.py::test_a_user_proposers_malformed_tree_is_refused_naming_it",),
+          "a user proposer's tree is verified without checking its parents' order and distinct siblings"),
     Fault("tree-draft-rereads-the-text", "speclib/core/proposers.py",
           "cache.accept_tree(f - 1)  # keep the text read", "cache.rollback(len(cache))  # keep the text read",
           (T + "test_proposers.py::test_a_tree_draft_reads_each_token_once[grow]",),
@@ -328,7 +333,8 @@ def default_python(root: Path) -> str:
 def first_failure(output: str, width: int = 150) -> str:
     """How a fault was caught: the first failing test (pytest's short summary) and its first error line."""
     lines = output.splitlines()
-    test = next((line.split(" ", 2)[1] for line in lines if line.startswith(("FAILED ", "ERROR "))), "")
+    test = next((line.split(" ", 1)[1].split(" - ", 1)[0] for line in lines if line.startswith(("FAILED ", "ERROR "))),
+                "")
     error = next((line[1:].strip() for line in lines if line.startswith("E ") and line[1:].strip()), "")
     text = f"{test.rsplit('/', 1)[-1]}: {error}" if test else error
     text = text.replace("|", "/")

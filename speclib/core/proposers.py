@@ -90,7 +90,10 @@ def check_proposal(proposal: object, k: int, vocab_size: int, name: str = "draft
                 or not np.array_equal(tree.tokens, tokens):
             raise ValueError(f"{who} returned a tree whose nodes are not its tokens; expected "
                              "Proposal(tree.tokens, rows, passes, tree) with tree a speclib.core.tree.TokenTree")
-        token_tree(tree.tokens, tree.parents, tree.draws)  # parents before children, siblings distinct
+        try:  # parents before children, siblings distinct
+            token_tree(tree.tokens, tree.parents, tree.draws)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"{who} returned a malformed tree: {error}") from None
         if tree.depth > k:
             raise ValueError(f"{who} returned a tree of depth {tree.depth}; the policy allowed at most {k}")
     elif tokens.shape[-1] > k:
