@@ -607,10 +607,11 @@ def depths_of(tree):
 
 def test_a_tree_that_ends_on_the_windows_last_slot_takes_one_pass(model):
     # Block 16: after 12 fed tokens, nodes at depth 1 .. 4 sit at positions 12 .. 15, all in the
-    # window [0, 16): one pass over the 6 nodes, nothing else run.  One level deeper reaches
-    # position 16 (the window moves inside the tree): then every root-to-leaf path is fed.
+    # window [0, 16): one pass over the 6 nodes, nothing else run (path by path, the shared
+    # node 0 would run twice).  One level deeper reaches position 16 (the window moves inside
+    # the tree): then every root-to-leaf path is fed.
     text = np.arange(12) % CFG.vocab_size
-    tokens, parents = np.array([1, 2, 3, 4, 5, 6]), np.array([-1, 0, 1, 2, -1, 4])
+    tokens, parents = np.array([1, 2, 3, 4, 5, 6]), np.array([-1, 0, 1, 2, 0, -1])
     cache = model.cache()
     cache.extend(text)
     before = cache.tokens_computed
