@@ -169,3 +169,105 @@ def test_batch_driver_refuses_a_wrong_pass_or_rng_list():
     with pytest.raises(ValueError, match="target_pass"):
         batch_generate(target, draft, [[1]], 5, 2, rng=0,
                        target_pass=lambda caches, feeds: [r[1:] for r in batched_extend(caches, feeds)])
+
+
+# --- what the batched pass promises beyond the rows: temperature, features, who joins ----------
+
+
+@pytest.mark.parametrize("temperature", [0.5, 0.0])
+def test_batched_rows_are_at_the_models_temperature(temperature):
+    model = random_transformer(CFG, seed=2).with_temperature(temperature)
+    rng = np.random.default_rng(5)
+    texts = [rng.integers(0, CFG.vocab_size, n) for n in (3, 7, 12)]
+    caches = [model.cache() for _ in texts]
+    rows = batched_extend(caches, [t for t in texts])
+    for t, r in zip(texts, rows):
+        alone = model.cache().extend(t)  # what the cache's own pass returns, at the model's temperature
+        np.testing.assert_allclose(r, alone, atol=1e-5)
+    assert not np.allclose(rows[0], random_transformer(CFG, seed=2).cache().extend(texts[0]), atol=1e-3)
+
+
+def test_a_batched_pass_writes_the_features_a_lone_pass_writes():
+    # Caches that keep hidden states (Medusa's and EAGLE's target): the stacked pass writes them
+    # as each cache's own pass would, across window moves (block 16) and rollbacks.
+    from speclib.lm.transformer import KVCache
+
+    model = random_transformer(CFG, seed=6)
+    rng = np.random.default_rng(6)
+    caches = [KVCache(model, features=True) for _ in range(4)]
+    alone = [KVCache(model, features=True) for _ in range(4)]
+    for _ in range(6):
+        feeds = [rng.integers(0, CFG.vocab_size, rng.integers(1, 6)) for _ in caches]
+        batched_extend_logits(caches, feeds)
+        for c, a, t in zip(caches, alone, feeds):
+            a.extend_logits(t)
+            assert c.features.shape == a.features.shape == (len(a), CFG.d_model)
+            np.testing.assert_allclose(c.features, a.features, atol=2e-5)
+        for c, a in zip(caches, alone):
+            keep = int(rng.integers(max(1, len(c) - 3), len(c) + 1))
+            c.rollback(keep)
+            a.rollback(keep)
+
+
+def test_a_cache_that_exactly_fills_its_window_joins_the_stacked_pass(monkeypatch):
+    # Block 16: a cache at 12 tokens fed 4 ends exactly on its window's last position and joins
+    # the stacked pass; fed 5 it would cross into the next window and takes its own path.
+    import speclib.lm.batched as batched
+
+    model = random_transformer(CFG, seed=1)
+    stacked = []
+    inner = batched._run_stacked
+    monkeypatch.setattr(batched, "_run_stacked", lambda m, caches, feeds: stacked.append(
+        [c.tokens.size for c in caches]) or inner(m, caches, feeds))
+    text = np.arange(20) % CFG.vocab_size
+    for n, joins in ((4, True), (5, False)):
+        full, other = model.cache(), model.cache()
+        full.extend(text[:12])
+        other.extend(text[:2])
+        stacked.clear()
+        rows = batched_extend_logits([full, other], [text[12:12 + n], text[2:4]])
+        assert stacked == [[12, 2] if joins else [2]]
+        np.testing.assert_allclose(rows[0], model.logits(text[:12 + n])[12:], atol=2e-5)
+
+
+# --- the batch driver: its counters, and what it refuses ----------------------------------------
+
+
+def test_batch_counters_are_the_sums_of_the_lone_runs():
+    target, draft = _pair()
+    prompts, seeds, k = [[1], [2, 3, 4], [5] * 9], [21, 22, 23], 3
+    _, st = batch_generate(target, draft, prompts, 30, k, rng=seeds)
+    lone = [speculative_generate(target, draft, p, 30, k, rng=s)[1] for p, s in zip(prompts, seeds)]
+    assert st.draft_passes == sum(s.draft_passes for s in lone)
+    # a draft model spends one pass per draft; every step drafts k, or what is still needed
+    assert st.draft_passes == sum(sum(s.k_per_step) for s in lone)
+    assert st.accepted == sum(s.accepted for s in lone) and st.draft_verified == sum(s.draft_verified for s in lone)
+    assert st.tokens_generated == 90 and st.target_passes == max(s.target_passes for s in lone)
+    # the first pass reads every prompt and its k drafts
+    assert st.pass_tokens[0] == sum(len(p) + k for p in prompts)
+
+
+class _CallableTree:
+    """A proposer that is also a model: what once slipped a token tree into the batch driver."""
+
+    def __init__(self, draft):
+        from speclib.core.proposers import TreeDraft
+
+        self.tree, self.vocab_size = TreeDraft(draft, (2, 2)), draft.vocab_size
+
+    def __call__(self, tokens):
+        return self.tree.draft.model(tokens)
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["tree"], name)
+
+
+def test_the_batch_driver_refuses_a_proposer():
+    from speclib.core.proposers import PromptLookup, TreeDraft
+
+    target, draft = _pair()
+    for proposer in (TreeDraft(draft, (2, 2)), PromptLookup(), _CallableTree(draft)):
+        with pytest.raises(TypeError, match=r"draft: batch_generate drafts with a model .* proposer"):
+            batch_generate(target, proposer, [[1], [2, 3]], 5, 2, rng=[0, 1])
+    outs, _ = batch_generate(target, draft, [[1], [2, 3]], 5, 2, rng=[0, 1])  # the control: a model
+    assert [o.size for o in outs] == [5, 5]

@@ -600,3 +600,196 @@ def depths_of(tree):
     from speclib.core.tree import depths
 
     return depths(tree.parents)
+
+
+# --- what a tree pass costs, counted by hand --------------------------------------------------------
+
+
+def test_a_tree_that_ends_on_the_windows_last_slot_takes_one_pass(model):
+    # Block 16: after 12 fed tokens, nodes at depth 1 .. 4 sit at positions 12 .. 15, all in the
+    # window [0, 16): one pass over the 6 nodes, nothing else run (path by path, the shared
+    # node 0 would run twice).  One level deeper reaches position 16 (the window moves inside
+    # the tree): then every root-to-leaf path is fed.
+    text = np.arange(12) % CFG.vocab_size
+    tokens, parents = np.array([1, 2, 3, 4, 5, 6]), np.array([-1, 0, 1, 2, 0, -1])
+    cache = model.cache()
+    cache.extend(text)
+    before = cache.tokens_computed
+    rows = cache.extend_tree_logits(tokens, parents)
+    assert cache.tokens_computed - before == tokens.size
+    for node in range(tokens.size):
+        np.testing.assert_allclose(rows[node], plain_rows(model, text, tokens[path_to(parents, node)])[-1],
+                                   atol=ATOL)
+    cache.accept_tree(3)
+    assert cache.tokens.tolist() == text.tolist() + [1, 2, 3, 4] and cache.tokens_computed - before == 6
+    deeper = model.cache()
+    deeper.extend(text)
+    before = deeper.tokens_computed
+    deeper.extend_tree_logits(np.append(tokens, 7), np.append(parents, 3))  # node 6 at position 16
+    assert deeper.tokens_computed - before > tokens.size + 1  # path by path (and the window re-read)
+
+
+@pytest.mark.parametrize("grow", [False, True])
+def test_a_tree_larger_than_the_free_slots_is_scored_path_by_path(model, grow):
+    # Block 16 gives 32 key slots; after 10 tokens a tree of 33 nodes (11 children of the root,
+    # 2 below each) does not fit beside the window, nor does a tree of 20 grown by 13.
+    text = np.arange(10) % CFG.vocab_size
+    tokens = np.concatenate([np.arange(11), np.tile([0, 1], 11)])
+    parents = np.concatenate([np.full(11, -1), np.repeat(np.arange(11), 2)])
+    cache = model.cache()
+    cache.extend(text)
+    if grow:
+        split = 20
+        first = cache.extend_tree_logits(tokens[:split], parents[:split])
+        rows = np.concatenate([first, cache.grow_tree_logits(tokens[split:], parents[split:])])
+    else:
+        rows = cache.extend_tree_logits(tokens, parents)
+    for node in range(tokens.size):
+        np.testing.assert_allclose(rows[node], plain_rows(model, text, tokens[path_to(parents, node)])[-1],
+                                   atol=ATOL)
+    cache.accept_tree(32)  # the last node: token 1 below the root's child 10
+    assert cache.tokens.tolist() == text.tolist() + [10, 1]
+    np.testing.assert_allclose(cache.extend_logits([3]), plain_rows(model, text, [10, 1, 3])[-1:], atol=ATOL)
+
+
+def test_path_by_path_scoring_feeds_each_path_once_and_keeps_the_text():
+    from speclib.core.tree import score_tree
+    from speclib.core.variants import RecurrentModel
+
+    model = RecurrentModel(5, hidden_size=6, seed=0)
+    cache = model.cache()
+    cache.extend([1, 2, 3])
+    text = np.array([1, 2, 3, 4, 0])  # the cache lacks the last two tokens: f = 2
+    tree = token_tree([1, 2, 3], [-1, 0, -1])  # two paths: 1 2 and 3
+    before = model.positions_computed
+    rows = score_tree(cache, text, tree, "target")
+    assert model.positions_computed - before == (2 + 2) + (2 + 1)  # each path after the two fed tokens
+    assert cache.tokens.tolist() == text.tolist()  # left holding the text, ready for the next step
+    for node, path in enumerate(([], [1], [1, 2], [3])):
+        np.testing.assert_allclose(rows[node], model(np.concatenate([text, path]).astype(np.int64))[-1])
+
+
+def test_a_path_by_path_target_holds_the_accepted_text_after_every_step():
+    from speclib.core.variants import RecurrentModel
+
+    target = RecurrentModel(5, hidden_size=6, seed=0)
+    draft = RecurrentModel(5, hidden_size=6, seed=0, temperature=1.5)
+    run = prepare_run(target, TreeDraft(draft, (2, 2)), [1, 2, 3], 30, 3)
+    choose = as_chooser(2)
+    fed = 0
+    while not run.done:
+        n, before = run.n, target.positions_computed
+        run.step(choose)
+        assert len(run.target_cache) == n  # the text before the step; the next pass reads what followed
+        fed += target.positions_computed - before
+    # every step fed its text (what the cache lacked) below each leaf of a (2, 2, 1) tree: 4 paths of 3
+    steps = np.array(run.stats.tokens_per_step)
+    lacked = np.concatenate([[3], steps[:-1]])  # the prompt, then what the previous step emitted
+    depth = np.array(run.stats.k_per_step)
+    assert fed == int((4 * (lacked + depth)).sum())
+
+
+# --- refusals: a user's cache that scores trees, a node its own row never proposes -------------------
+
+
+class _UserTreeModel:
+    """A user's model whose cache scores trees (the numpy transformer's, behind the user's own class)."""
+
+    def __init__(self, model, fault=None):
+        self.model, self.vocab_size, self.fault = model, model.vocab_size, fault
+
+    def __call__(self, tokens):
+        return self.model(tokens)
+
+    def cache(self):
+        return _UserTreeCache(self.model.cache(), self.fault)
+
+
+class _UserTreeCache:
+    def __init__(self, inner, fault):
+        self.inner, self.fault = inner, fault
+
+    def __len__(self):
+        return len(self.inner)
+
+    @property
+    def tokens(self):
+        return self.inner.tokens
+
+    def extend(self, tokens):
+        return self.inner.extend(tokens)
+
+    def rollback(self, length):
+        self.inner.rollback(length)
+
+    def extend_tree(self, tokens, parents):
+        rows = self.inner.extend_tree(tokens, parents)
+        if self.fault == "extra row":
+            return np.concatenate([rows, rows[-1:]])
+        return 0.5 * rows if self.fault == "half rows" else rows
+
+    def accept_tree(self, node):
+        self.inner.accept_tree(node)
+
+
+def test_a_user_caches_tree_rows_are_checked(model):
+    draft = random_transformer(CFG, seed=9)
+    good, _ = speculative_generate(_UserTreeModel(model), TreeDraft(draft, (2, 2)), [1, 2, 3], 10, 3, rng=0)
+    want, _ = speculative_generate(model, TreeDraft(draft, (2, 2)), [1, 2, 3], 10, 3, rng=0)
+    assert good.tolist() == want.tolist()  # the control: right rows pass
+    with pytest.raises(ValueError, match=r"target: .*2 rows for 1 token|target: .*one row per token"):
+        speculative_generate(_UserTreeModel(model, "extra row"), TreeDraft(draft, (2, 2)), [1, 2, 3], 10, 3, rng=0)
+    with pytest.raises(ValueError, match="target: .*(sum|distribution)"):
+        speculative_generate(_UserTreeModel(model, "half rows"), TreeDraft(draft, (2, 2)), [1, 2, 3], 10, 3, rng=0)
+
+
+def test_a_node_with_probability_zero_under_its_own_row_is_refused():
+    # Node 1 holds token 2, which its row never proposes: min(1, r(x) / p(x)) would divide by zero.
+    tree = token_tree([0, 2], [-1, -1])
+    p = np.array([[0.5, 0.5, 0.0], [0.5, 0.5, 0.0]])
+    q = np.array([[0.0, 0.0, 1.0], [0.2, 0.3, 0.5], [0.2, 0.3, 0.5]])
+    with pytest.raises(ValueError, match="p_draft: a node's token has probability 0"):
+        multi_draft_verify(tree, p, q, rng=0)
+    ok = multi_draft_verify(tree, np.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]]), q, rng=0)
+    assert ok.tokens.tolist() == [2, *ok.tokens[1:].tolist()] and ok.n_accepted == 1  # the control
+
+
+class _UserTreeProposer:
+    """A user's proposer that answers every step with the tree ``make(vocab)`` returns."""
+
+    verifier = staticmethod(multi_draft_verify)
+
+    def __init__(self, make):
+        self.make = make
+
+    def start(self, prompt, vocab_size):
+        self.vocab = vocab_size
+
+    def propose(self, text, k, policy, choose, timings):
+        return self.make(self.vocab)
+
+    def accept(self, length):
+        pass
+
+
+def _tree_proposal(tokens, parents, rows, passes=1):
+    from speclib.core.proposers import Proposal
+    from speclib.core.tree import TokenTree
+
+    tokens, parents = np.array(tokens), np.array(parents)
+    return Proposal(tokens, np.asarray(rows, dtype=float), passes, TokenTree(tokens, parents, np.arange(tokens.size)))
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda v: _tree_proposal([0, 1], [-1, -1], np.eye(v)[[0, 1, 1]]), r"rows of shape \(3, 4\) for tokens of shape \(2,\)"),
+    (lambda v: _tree_proposal([0, 1], [-1, -1], np.eye(v)[[0, 2]]), "probability 0 under its own row"),
+    (lambda v: _tree_proposal([0, 0], [-1, -1], np.eye(v)[[0, 0]]), "node 1 repeats token 0 below node -1"),
+    (lambda v: _tree_proposal([0, 1], [-1, 1], np.eye(v)[[0, 1]]), "node 1 has parent 1"),
+    (lambda v: _tree_proposal([0, 1, 2], [-1, 0, 1], np.eye(v)[[0, 1, 2]]), "tree of depth 3; the policy allowed at most 2"),
+], ids=["rows", "zero", "siblings", "order", "depth"])
+def test_a_user_proposers_malformed_tree_is_refused_naming_it(make, message):
+    target, _ = markov_pair(vocab_size=4, seed=0)
+    with pytest.raises(ValueError, match=f"proposer _UserTreeProposer: propose\\(\\).*{message}"):
+        speculative_generate(target, _UserTreeProposer(make), [0], 5, 2, rng=0)
+    good = _UserTreeProposer(lambda v: _tree_proposal([0, 1], [-1, -1], np.eye(v)[[0, 1]]))  # the control
+    assert speculative_generate(target, good, [0], 5, 2, rng=0)[0].size == 5

@@ -33,7 +33,7 @@ import numpy as np
 
 from .._validate import MAX_DRAFT_LENGTH, SUM_TOLERANCE, as_int, as_tokens
 from .cache import extend_checked, model_cache
-from .tree import TokenTree, score_tree, sequence_nodes, token_tree, tree_from_paths
+from .tree import TokenTree, keep_branch, score_tree, sequence_nodes, token_tree, tree_from_paths
 
 
 class Proposal(NamedTuple):
@@ -90,7 +90,10 @@ def check_proposal(proposal: object, k: int, vocab_size: int, name: str = "draft
                 or not np.array_equal(tree.tokens, tokens):
             raise ValueError(f"{who} returned a tree whose nodes are not its tokens; expected "
                              "Proposal(tree.tokens, rows, passes, tree) with tree a speclib.core.tree.TokenTree")
-        token_tree(tree.tokens, tree.parents, tree.draws)  # parents before children, siblings distinct
+        try:  # parents before children, siblings distinct
+            token_tree(tree.tokens, tree.parents, tree.draws)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"{who} returned a malformed tree: {error}") from None
         if tree.depth > k:
             raise ValueError(f"{who} returned a tree of depth {tree.depth}; the policy allowed at most {k}")
     elif tokens.shape[-1] > k:
@@ -504,13 +507,13 @@ class TreeDraft:
         if callable(getattr(cache, "grow_tree", None)) and getattr(cache, "scores_trees", True) and k:
             return self._propose_growing(cache, name, text, k, choose, timings)
         tokens, parents, rows = [], [], []
-        frontier, passes = [-1], 0
+        frontier, passes, scored = [-1], 0, None
         for b in self.levels(k):
-            tree = TokenTree(np.array(tokens, dtype=np.int64), np.array(parents, dtype=np.int64),
-                             np.arange(len(tokens)))
+            scored = TokenTree(np.array(tokens, dtype=np.int64), np.array(parents, dtype=np.int64),
+                               np.arange(len(tokens)))
             # rows at the root and every node; the pass reads at least the text's last token
             cache.rollback(min(len(cache), text.size - 1))
-            p_rows = score_tree(cache, text, tree, name, timings)
+            p_rows = score_tree(cache, text, scored, name, timings)
             passes += 1
             new = []
             for node in frontier:
@@ -520,8 +523,8 @@ class TreeDraft:
                     rows.append(row)
                     new.append(len(tokens) - 1)
             frontier = new
-        if getattr(cache, "accept_tree", None) is not None and passes:
-            cache.rollback(len(cache))  # forget the pending tree: the cache keeps what it had read
+        if passes:  # keep the text read (the next step reads only what follows it), forget the tree
+            keep_branch(cache, text.size, scored, -1)
         tree = TokenTree(np.array(tokens, dtype=np.int64), np.array(parents, dtype=np.int64), np.arange(len(tokens)))
         if not tokens:
             return Proposal(np.zeros(0, dtype=np.int64), np.zeros((0, self.vocab_size)), passes)
@@ -532,6 +535,8 @@ class TreeDraft:
 
         The first pass reads the text the cache lacks (at least its last token) as a pending
         chain; each later pass adds one level below it (``grow_tree``) and returns its rows.
+        The cache then keeps the text and forgets the tree: the next step reads only the
+        tokens written since.
         """
         cache.rollback(min(len(cache), text.size - 1))
         feed = text[len(cache):]
@@ -553,7 +558,7 @@ class TreeDraft:
                 grown = np.array([f - 1 if parents[i] < 0 else f + parents[i] for i in frontier])
                 p_frontier = list(cache.grow_tree(np.array([tokens[i] for i in frontier]), grown))
                 passes += 1
-        cache.rollback(len(cache))  # forget the pending tree: the cache keeps what it had read
+        cache.accept_tree(f - 1)  # keep the text read (the next step reads what follows it), forget the tree
         if timings is not None:
             seconds = time.perf_counter() - t0
             timings[name] = timings.get(name, 0.0) + seconds

@@ -48,7 +48,7 @@ import numpy as np
 from .._validate import (MAX_DRAFT_LENGTH, MAX_ENTRIES, MAX_NEW_TOKENS, as_bool, as_distribution, as_generator,
                          as_int, as_real, as_tokens, model_rows)
 from .cache import checked_rows, fed_tokens
-from .decoding import _chain, _check_model, _target_rows, chain_feed, prepare_run
+from .decoding import _chain, _check_model, chain_feed, prepare_run
 from .proposers import _lookup, lookup_draft  # noqa: F401  (lookup_draft: the chapter imports it from here)
 from .sampling import Verification, _residual, as_chooser, check_block
 from .tree import TokenTree, sequence_nodes, token_tree, tree_from_paths
@@ -574,6 +574,12 @@ def batch_generate(
 
     Parameters
     ----------
+    draft : model
+        A draft model with the target's vocabulary; each sequence reads it through a cache
+        of its own.  A proposer (:class:`~speclib.core.proposers.TreeDraft`,
+        :class:`~speclib.core.proposers.PromptLookup`, ...) is refused: it holds the state of
+        one sequence, and a token tree needs a tree pass of its own, which the batched pass
+        does not make.
     rng : numpy.random.Generator, int, chooser, or a sequence of them
         One source of randomness shared by the batch, or one per prompt: then sequence ``i``
         makes exactly the draws that ``speculative_generate(..., rng=rng[i])`` makes alone,
@@ -582,14 +588,18 @@ def batch_generate(
         ``target_pass(caches, feeds) -> rows``: one batched pass that feeds ``feeds[i]`` to
         the target cache ``caches[i]`` and returns its rows (e.g.
         :func:`speclib.lm.batched.batched_extend` for the numpy transformer).  By default
-        each cache is extended in turn (the same rows, one sequence at a time).  A sequence
-        proposing several draft sequences is scored by its own pass.
+        each cache is extended in turn (the same rows, one sequence at a time).
 
     Returns
     -------
     outputs : list of ndarray, one per prompt
     stats : BatchStats
     """
+    if hasattr(draft, "propose"):
+        raise TypeError(f"draft: batch_generate drafts with a model (one draft cache per sequence), got the "
+                        f"proposer {type(draft).__name__}; a proposer holds one sequence's state, and a token "
+                        "tree needs a tree pass of its own, which the batched pass does not make: run each "
+                        "sequence with speculative_generate")
     vocab = _check_pair(target, draft)
     if isinstance(prompts, np.ndarray) and prompts.ndim == 1:
         raise TypeError("prompts: expected a sequence of prompts (one per sequence), got a single 1-D array")
@@ -661,27 +671,23 @@ class _NoDrafts:
 
 def _batch_target_rows(runs: list, proposals: list, target_pass: Callable | None,
                        vocab: int) -> tuple[list[np.ndarray], int]:
-    """The target's rows for every run's proposal, from one batched pass; and the tokens it read."""
-    rows: list = [None] * len(runs)
-    chains, feeds = [], []
-    for i, (run, proposal) in enumerate(zip(runs, proposals)):
-        drafts, tree = _chain(proposal), getattr(proposal, "tree", None)
-        if tree is None and drafts.ndim == 1:
-            chains.append(i)
-            feeds.append(chain_feed(run.target_cache, run.text[:run.n], drafts))
-        else:  # a token tree or several sequences: scored by the run's own pass
-            rows[i] = _target_rows(run.target_cache, run.text[:run.n], drafts if tree is None else tree, None)
-    caches = [runs[i].target_cache for i in chains]
+    """The target's rows for every run's proposal, from one batched pass; and the tokens it read.
+
+    Every proposal is a chain (the runs draft with a :class:`~speclib.core.proposers.DraftModel`).
+    """
+    rows, drafts = [], [_chain(proposal) for proposal in proposals]
+    feeds = [chain_feed(run.target_cache, run.text[:run.n], d) for run, d in zip(runs, drafts)]
+    caches = [run.target_cache for run in runs]
     out = [c.extend(f) for c, f in zip(caches, feeds)] if target_pass is None else target_pass(caches, feeds)
     if not isinstance(out, (list, tuple)) or len(out) != len(feeds):
         raise ValueError(f"target_pass: expected a list of {len(feeds)} row arrays (one per cache), "
                          f"got {type(out).__name__}")
-    for i, feed, r in zip(chains, feeds, out):
+    for d, feed, r in zip(drafts, feeds, out):
         r = checked_rows(np.asarray(r), "target_pass")
         if r.shape != (feed.size, vocab):
             raise ValueError(f"target_pass: expected rows of shape ({feed.size}, {vocab}) for a cache fed "
                              f"{feed.size} tokens, got {r.shape}")
-        rows[i] = r[-(_chain(proposals[i]).size + 1):]
+        rows.append(r[-(d.size + 1):])
     return rows, sum(f.size for f in feeds)
 
 
