@@ -410,6 +410,8 @@ def launch_links(url: str, branch: str = "main", notebook: str = "student/00_ove
 def launch_markdown(root: Path, edition: str = "student") -> str:
     """How to open the ``edition`` notebooks: in a clone today, on Binder and Colab once the
     repository address (``repository.url`` in _config.yml) is set."""
+    if edition not in ("student", "instructor"):
+        raise ValueError(f"edition: expected 'student' or 'instructor', got {edition!r}")
     url, branch = repository_url(root)
     clone = (f"In a clone of the repository: `python3 dev.py test` (or `python3 dev.py book`) sets up "
              f"`.venv` with everything pinned, then `.venv/bin/jupyter lab {edition}/` opens the notebooks.")
