@@ -39,6 +39,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -496,3 +497,124 @@ def teacher_forced_logits(name: str, target: Transformer, ids: np.ndarray, path:
                                for s in range(0, m, 64)])
         return [q[1:]], [(pred @ drafter._w_out).astype(np.float64)]
     raise ValueError(f"name: no teacher-forced rows for {name!r}")
+
+
+# --------------------------------------------------------------------------- acceptance inside the loop
+
+
+def heldout_prompts(domain: str = "code", n_prompts: int = 100, prompt_chars: int = 40) -> list[np.ndarray]:
+    """``n_prompts`` prompts of ``prompt_chars`` held-out characters of ``domain``, spread over its text.
+
+    Prompt ``j`` starts at the first line start at or after ``(j + 0.5) / n_prompts`` of the
+    held-out text (a whole line is how a user's prompt begins); none is cut short.  No
+    randomness: the same arguments give the same prompts.
+
+    Examples
+    --------
+    >>> prompts = heldout_prompts("code", 3, 10)
+    >>> len(prompts), [p.size for p in prompts]
+    (3, [10, 10, 10])
+    """
+    from .corpora import load_corpus, shared_vocabulary
+
+    n_prompts = as_int(n_prompts, "n_prompts", minimum=1)
+    prompt_chars = as_int(prompt_chars, "prompt_chars", minimum=1)
+    text = load_corpus(domain).heldout
+    starts = _prompt_starts(text, n_prompts, prompt_chars, domain)
+    vocab = shared_vocabulary()
+    return [vocab.encode(text[s:s + prompt_chars]) for s in starts]
+
+
+def _prompt_starts(text: str, n_prompts: int, prompt_chars: int, domain: str) -> list[int]:
+    """Where :func:`heldout_prompts` cuts its prompts from ``text``."""
+    last = len(text) - prompt_chars  # the latest start that leaves a whole prompt
+    starts = []
+    for j in range(n_prompts):
+        s = int((j + 0.5) / n_prompts * len(text))
+        s = 0 if s == 0 else text.find("\n", s - 1) + 1
+        if s <= 0 or s > last:
+            raise ValueError(f"n_prompts: {n_prompts} prompts of {prompt_chars} characters do not fit in the "
+                             f"{len(text)} held-out characters of {domain!r} at line starts")
+        starts.append(s)
+    if len(set(starts)) < n_prompts:
+        raise ValueError(f"n_prompts: {n_prompts} is more than the distinct line starts of {domain!r} "
+                         f"at that spacing; ask for fewer")
+    return starts
+
+
+class LoopAcceptance(NamedTuple):
+    """What :func:`loop_acceptance` measured (``per_prompt_*``: one entry per prompt)."""
+
+    rate: float  #: accepted / verified drafts, pooled over the prompts
+    low: float  #: lower end of the 95% bootstrap interval of ``rate`` (prompts resampled)
+    high: float  #: upper end
+    accepted: int
+    verified: int
+    tokens_per_pass: float  #: generated tokens per target pass, pooled
+    per_prompt_accepted: np.ndarray
+    per_prompt_verified: np.ndarray
+    per_prompt_passes: np.ndarray
+
+    def summary(self) -> dict:
+        """The pooled figures as plain numbers (for a JSON record)."""
+        return {"rate": round(self.rate, 4), "interval95": [round(self.low, 4), round(self.high, 4)],
+                "accepted": self.accepted, "verified": self.verified,
+                "tokens_per_pass": round(self.tokens_per_pass, 4), "prompts": int(self.per_prompt_verified.size)}
+
+
+def loop_acceptance(name, domain: str = "code", temperature: float = 1.0, k: int = 4, n_prompts: int = 100,
+                    n_new: int = 100, prompt_chars: int = 40, seed: int = 0, *, n_boot: int = 2000,
+                    target: Transformer | None = None, path: str | Path | None = None) -> LoopAcceptance:
+    """A drafter's acceptance rate inside the loop, with a 95% interval.
+
+    From each of :func:`heldout_prompts` ``(domain, n_prompts, prompt_chars)``,
+    :func:`speclib.core.decoding.speculative_generate` generates ``n_new`` tokens with the
+    drafter as proposer at draft length ``k`` and ``temperature`` (prompt ``j`` with seed
+    ``(seed, j)``).  Unlike a teacher-forced rate on held-out text, this is the rate the
+    loop meets: every draft of a step, the later ones drafted on the earlier drafts (or, for
+    EAGLE, on its own predicted states), on the text the target itself writes.
+
+    ``rate`` is accepted / verified drafts pooled over prompts; the interval resamples the
+    prompts ``n_boot`` times (seeded by ``seed``) and takes the 2.5th and 97.5th percentiles
+    of the pooled ratio.
+
+    Parameters
+    ----------
+    name : str or proposer
+        A name of :data:`DRAFTER_NAMES` (loaded by :func:`load_drafter` with ``target`` and
+        ``path``), or a drafter with a ``target`` attribute, used as it is (its temperature
+        is its own).
+
+    Examples
+    --------
+    >>> m = loop_acceptance("pair", n_prompts=4, n_new=20)
+    >>> 0.0 < m.rate < 1.0 and m.low <= m.rate <= m.high and m.verified > 0
+    True
+    """
+    k = as_int(k, "k", minimum=1)
+    n_new = as_int(n_new, "n_new", minimum=1)
+    seed = as_int(seed, "seed", minimum=0)
+    n_boot = as_int(n_boot, "n_boot", minimum=1)
+    if isinstance(name, str):
+        drafter = load_drafter(name, temperature, domain, target=target, path=path)
+    else:
+        drafter = name
+        if not hasattr(drafter, "target") or not hasattr(drafter, "propose"):
+            raise TypeError(f"name: expected a drafter name or a proposer with a target attribute, "
+                            f"got {type(name).__name__}")
+    from ..core.decoding import speculative_generate
+
+    prompts = heldout_prompts(domain, n_prompts, prompt_chars)
+    acc, ver, passes = (np.zeros(len(prompts), dtype=np.int64) for _ in range(3))
+    for j, prompt in enumerate(prompts):
+        _, stats = speculative_generate(drafter.target, drafter, prompt, n_new, k,
+                                        rng=np.random.default_rng([seed, j]))
+        acc[j], ver[j], passes[j] = stats.accepted, stats.draft_verified, stats.target_passes
+    if not ver.sum():
+        raise ValueError("name: the drafter proposed nothing the target verified; no rate to measure")
+    rng = np.random.default_rng([seed, len(prompts), 95])
+    idx = rng.integers(0, len(prompts), (n_boot, len(prompts)))
+    boot = acc[idx].sum(axis=1) / np.maximum(ver[idx].sum(axis=1), 1)
+    low, high = np.percentile(boot, [2.5, 97.5])
+    return LoopAcceptance(float(acc.sum() / ver.sum()), float(low), float(high), int(acc.sum()), int(ver.sum()),
+                          float(n_new * len(prompts) / passes.sum()), acc, ver, passes)
