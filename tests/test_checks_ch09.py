@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from speclib.book.checks import ExerciseError, check_costs_from_passes, check_first_near_tie
+from speclib.book.checks import ExerciseError, check_costs_from_passes
 
 
 def costs(plain, spec, k):
@@ -40,29 +40,3 @@ def _all_target_passes(plain, spec, k):
 def test_costs_explains_mistakes(wrong, hint):
     with pytest.raises(ExerciseError, match=hint):
         check_costs_from_passes(wrong)
-
-
-def near_tie(logits, tol):
-    top2 = np.sort(logits, axis=-1)[:, -2:]
-    hits = np.flatnonzero(top2[:, 1] - top2[:, 0] <= tol)
-    return int(hits[0]) if hits.size else -1
-
-
-def test_near_tie_accepts_a_right_answer(capsys):
-    check_first_near_tie(near_tie)
-    assert "\u2714" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("wrong", [
-    lambda logits, tol: -1,  # never finds one
-    lambda logits, tol: near_tie(-logits, tol),  # the two smallest
-    lambda logits, tol: int(np.argmin(np.diff(np.sort(logits, axis=-1), axis=-1).min(axis=-1))),  # any close pair
-])
-def test_near_tie_rejects_wrong_answers(wrong):
-    with pytest.raises(ExerciseError, match="expected"):
-        check_first_near_tie(wrong)
-
-
-def test_near_tie_refuses_a_boolean():
-    with pytest.raises(ExerciseError, match="row index"):
-        check_first_near_tie(lambda logits, tol: True)

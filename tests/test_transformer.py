@@ -389,12 +389,6 @@ def test_check_predicted_speedup():
         checks.check_predicted_speedup(lambda a, k, c, r: sum(a**j for j in range(k + 1)) / ((k + 1) * c + r))
 
 
-def test_check_break_even_alpha():
-    checks.check_break_even_alpha(lambda c, r: c + r - 1)
-    with pytest.raises(checks.ExerciseError, match="break even|not 1"):
-        checks.check_break_even_alpha(lambda c, r: c)
-
-
 def test_window_start_and_softmax_rows_refuse_bad_input_by_name():
     from speclib.lm.transformer import softmax_rows, window_start
 

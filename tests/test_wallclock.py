@@ -1,6 +1,8 @@
 """speclib.book.wallclock: the chapter-9 measurements, on tiny random transformers (fast)."""
 
 import numpy as np
+import math
+
 import pytest
 
 from speclib.book.wallclock import (block_pass_differences, greedy_divergence, position_alphas,
@@ -167,3 +169,28 @@ def test_check_speedup_with_fixed_accepts_the_model_and_explains_mistakes():
         checks.check_speedup_with_fixed(lambda a, k, c, r, n, f0, f1: (f0 + n) / (f1 + n * (k * c + r)))
     with pytest.raises(checks.ExerciseError, match="off"):
         checks.check_speedup_with_fixed(lambda a, k, c, r, n, f0, f1: right(a, k, c, r, n, f1, f0))
+
+
+def test_needed_alpha_is_the_k1_closed_form_and_the_root_of_the_cost_model():
+    from speclib.book.wallclock import needed_alpha
+    from speclib.core.theory import expected_tokens_per_pass
+
+    for c, r in ((0.1, 1.2), (0.05, 1.0), (0.2, 1.1)):
+        assert abs(needed_alpha(1, c, r, 1.5) - max(0.0, 1.5 * (c + r) - 1)) < 1e-9
+    a = needed_alpha(5, 0.1, 1.6, 1.5)
+    assert abs(expected_tokens_per_pass(a, 5) / (0.5 + 1.6) - 1.5) < 1e-9
+    assert math.isnan(needed_alpha(4, 0.3, 3.0, 1.5)) and needed_alpha(2, 0.0, 0.5, 1.5) == 0.0
+
+
+def test_goal_sentence_is_consistent_in_every_case():
+    from speclib.book.wallclock import goal_sentence
+
+    met = goal_sentence(1.6, 0.8, 4, 0.1, 1.3)
+    assert "is met" in met and "missed" not in met and "needs" not in met
+    missed = goal_sentence(1.1, 0.7, 4, 0.12, 1.8)
+    assert "is missed" in missed and "at most 1.37" in missed and "acceptance rate of 0." in missed
+    # a verification pass that would have to cost less than one pass is called impossible
+    hopeless = goal_sentence(0.6, 0.3, 2, 0.3, 2.5)
+    assert "cheaper than a single-token pass" in hopeless and "no acceptance rate reaches it" in hopeless
+    with pytest.raises(ValueError, match="alpha"):
+        goal_sentence(1.0, 1.5, 4, 0.1, 1.3)

@@ -48,5 +48,9 @@ if __name__ == "__main__":
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     unforce_kernel()
+    # One thread per library, as the test suite runs the notebooks (dev.py): a decoding stream
+    # is timed on one core, and a second BLAS thread waiting for a busy core makes passes erratic.
+    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        os.environ.setdefault(variable, "1")
     for name in sys.argv[1:]:
         print(f"{name}: executed in {execute(Path(name)):.1f} s", flush=True)

@@ -1180,23 +1180,6 @@ def check_predicted_speedup(predicted_speedup) -> None:
     passed("predicted_speedup agrees with speclib.lm.transformer.speedup_with_costs on every case tried.")
 
 
-@_expects("one_draft_break_even(c, verify_ratio)")
-def check_break_even_alpha(break_even_alpha) -> None:
-    """Exercise ex-09-2: ``one_draft_break_even(c, verify_ratio)``, the acceptance rate at which k = 1 breaks even."""
-    from ..lm.transformer import speedup_with_costs
-
-    for c, r in ((0.0, 1.0), (0.05, 1.0), (0.1, 1.3), (0.02, 1.5), (0.3, 1.1)):
-        where = f"c = {c}, verify_ratio = {r}"
-        got = _as_float_or_fail(_call_numeric(break_even_alpha, where, c, r), where)
-        if not 0.0 <= got <= 1.0:
-            raise ExerciseError(f"{where}: you returned {got:.4f}, which is not an acceptance rate in [0, 1] "
-                                "(every case tried has a break-even point inside it).")
-        if abs(speedup_with_costs(got, 1, c, r) - 1.0) > 1e-9:
-            raise ExerciseError(f"{where}: at alpha = {got:.4f} the predicted speed-up with k = 1 is "
-                                f"{speedup_with_costs(got, 1, c, r):.4f}, not 1. Write the k = 1 speed-up "
-                                "out and set it equal to 1.")
-    passed("one_draft_break_even makes k = 1 break even in every case tried.")
-
 
 @_expects("speedup_with_fixed(alpha, k, c, verify_ratio, n, fixed_plain, fixed_spec)")
 def check_speedup_with_fixed(speedup_with_fixed) -> None:
@@ -1281,44 +1264,6 @@ def check_costs_from_passes(costs_from_passes) -> None:
     passed("costs_from_passes reads c and r(k+1) from the pass logs on every case tried.")
 
 
-@_expects("first_near_tie(logits, tol)")
-def check_first_near_tie(first_near_tie) -> None:
-    """Exercise ex-09-3: the first row whose two largest logits lie within ``tol`` (-1 if none)."""
-    import numpy as np
-
-    rng = np.random.default_rng(9)
-    cases = []
-    base = rng.standard_normal((12, 7)) * 3
-    for row in range(12):  # make every row's top two at least 0.5 apart
-        top = np.argmax(base[row])
-        base[row, top] = np.partition(base[row], -2)[-2] + 0.5 + row
-    cases.append((base, 1e-3, -1))
-    tied = base.copy()
-    j, top = 7, int(np.argmax(base[7]))
-    tied[7, (top + 1) % 7] = tied[7, top] - 2e-4
-    cases.append((tied, 1e-3, 7))
-    cases.append((tied, 1e-4, -1))
-    low = base.copy()  # a near tie between the two *smallest* logits does not count
-    order = np.argsort(low[2])
-    low[2, order[1]] = low[2, order[0]] + 1e-6
-    cases.append((low, 1e-3, -1))
-    both = tied.copy()
-    both[3, :] = 1.0  # an exact tie
-    cases.append((both, 1e-3, 3))
-    for logits, tol, want in cases:
-        where = f"logits of shape {logits.shape}, tol = {tol}"
-        got = call_student(first_near_tie, logits.copy(), tol)
-        if isinstance(got, (bool, np.bool_)) or not isinstance(got, (int, np.integer)):
-            raise ExerciseError(f"{where}: expected a row index (an int, -1 for none), got {_describe(got)}.")
-        if int(got) != want:
-            raise ExerciseError(
-                f"{where}: you returned {int(got)}, expected {want}. Compare the largest logit of each row "
-                "with the second largest (np.sort or np.partition along the last axis); a gap of at most "
-                "tol is a near tie, and -1 means no row has one.")
-    passed("first_near_tie finds the first near tie between the two best logits on every case tried.")
-
-
-# --- Chapter 14: your own models
 
 @_expects("outside_ms(ms_per_token, tokens_per_pass, draft_passes_per_token, target_ms, verify_ratio, draft_ms)")
 def check_outside_ms(outside_ms) -> None:

@@ -38,8 +38,10 @@ from ..lm.transformer import blas_threads
 __all__ = [
     "WallClock",
     "block_pass_differences",
+    "goal_sentence",
     "greedy_divergence",
     "last_level_cache_bytes",
+    "needed_alpha",
     "processor_summary",
     "position_alphas",
     "speedup_with_fixed",
@@ -479,3 +481,85 @@ def _blas_name() -> str:
         return describe()
     except Exception:  # an unusual build that threadpoolctl and numpy cannot describe
         return ""
+
+
+def needed_alpha(k: int, c: float, verify_ratio: float, goal: float) -> float:
+    """The smallest acceptance rate at which the cost model's speed-up reaches ``goal``.
+
+    The speed-up ``E(alpha, k) / (k c + verify_ratio)`` grows with ``alpha``; the answer is
+    found by bisection to 1e-12, 0.0 when even ``alpha = 0`` reaches the goal, nan when not
+    even ``alpha = 1`` does.
+
+    Examples
+    --------
+    >>> round(needed_alpha(1, 0.1, 1.2, 1.5), 6)   # k = 1: goal (c + r) - 1
+    0.95
+    >>> import math; math.isnan(needed_alpha(4, 0.2, 3.0, 1.5))
+    True
+    """
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
+    c = as_real(c, "c", low=0.0)
+    verify_ratio = as_real(verify_ratio, "verify_ratio", low=0.0)
+    goal = as_real(goal, "goal", low=0.0)
+    cost = k * c + verify_ratio
+    if cost <= 0:
+        raise ValueError("verify_ratio: a step must cost something (verify_ratio + k c > 0)")
+
+    def speedup(a: float) -> float:
+        return float(expected_tokens_per_pass(a, k)) / cost
+
+    if speedup(1.0) < goal:
+        return math.nan
+    if speedup(0.0) >= goal:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while hi - lo > 1e-12:
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if speedup(mid) >= goal else (mid, hi)
+    return hi
+
+
+def goal_sentence(speedup: float, alpha: float, k: int, c: float, verify_ratio: float, goal: float = 1.5) -> str:
+    """What a measured wall-clock speed-up says about a goal, in one or two generated sentences.
+
+    ``speedup`` is the measured median at draft length ``k``; ``alpha``, ``c`` and
+    ``verify_ratio`` (``r(k+1)``) are the costs measured there.  When the goal is missed, the
+    cost model says how far each lever would have to move with the others held: the
+    verification cost ``E / goal - k c`` (refused as impossible below one pass) and the
+    acceptance rate (:func:`needed_alpha`).  Every case gives one consistent statement.
+
+    Examples
+    --------
+    >>> goal_sentence(1.62, 0.8, 4, 0.1, 1.3)
+    'The goal of 1.5x is met: 1.62x in wall-clock time at k = 4.'
+    >>> print(goal_sentence(1.1, 0.7, 4, 0.12, 1.8))  # doctest: +NORMALIZE_WHITESPACE
+    The goal of 1.5x is missed: 1.10x in wall-clock time at k = 4. With the same acceptance rate (0.700) and
+    draft cost (c = 0.120), the cost model needs a verification pass of at most 1.37 single passes, against 1.80
+    measured; with the measured costs it needs an acceptance rate of 0.809.
+    """
+    speedup = as_real(speedup, "speedup", low=0.0)
+    alpha = as_real(alpha, "alpha", low=0.0, high=1.0)
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
+    c = as_real(c, "c", low=0.0)
+    verify_ratio = as_real(verify_ratio, "verify_ratio", low=0.0)
+    goal = as_real(goal, "goal", low=0.0)
+    head = f"The goal of {goal:g}x is {{}}: {speedup:.2f}x in wall-clock time at k = {k}."
+    if speedup >= goal:
+        return head.format("met")
+    out = [head.format("missed")]
+    r_needed = float(expected_tokens_per_pass(alpha, k)) / goal - k * c
+    costs = f"With the same acceptance rate ({alpha:.3f}) and draft cost (c = {c:.3f}), the cost model"
+    if r_needed < 1.0:
+        lever = (f"{costs} would need a verification pass cheaper than a single-token pass "
+                 f"({max(r_needed, 0.0):.2f}), which no kernel gives")
+    else:
+        lever = (f"{costs} needs a verification pass of at most {r_needed:.2f} single passes, against "
+                 f"{verify_ratio:.2f} measured")
+    a_needed = needed_alpha(k, c, verify_ratio, goal)
+    if math.isnan(a_needed):
+        lever += ("; with the measured costs no acceptance rate reaches it at this k: even drafts that "
+                  "are always kept lose to the cost of a step.")
+    else:
+        lever += f"; with the measured costs it needs an acceptance rate of {a_needed:.3f}."
+    out.append(lever)
+    return " ".join(out)

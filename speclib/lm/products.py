@@ -169,8 +169,9 @@ class Product:
                 repeats: int = PLAN_REPEATS, seed: int = 0) -> np.ndarray:
         """Median seconds of each strategy for each row count, ``(len(counts), len(names))``.
 
-        Random rows; each repetition times every (rows, strategy) pair once in a shuffled
-        order, so that a slow spell of the machine does not fall on one strategy only.  Above
+        Random rows, on one BLAS thread; each repetition times every (rows, strategy) pair once
+        in a shuffled order, so that a slow spell of the machine does not fall on one strategy
+        only.  Above
         :data:`MAX_ROWS` rows only :data:`LONG_CANDIDATES` are timed (nan for the others).
         """
         names = candidates() if names is None else tuple(names)
@@ -184,12 +185,17 @@ class Product:
                  if n <= MAX_ROWS or s in LONG_CANDIDATES]
         seconds = np.full((repeats, len(counts), len(names)), np.nan)
         clock = time.perf_counter
-        for r in range(repeats):
-            for idx in rng.permutation(len(pairs)):
-                i, j = pairs[idx]
-                t0 = clock()
-                fns[j](xs[i])
-                seconds[r, i, j] = clock() - t0
+        from .transformer import blas_threads
+
+        # One BLAS thread, as every timing of a decoding stream in speclib: a second thread that
+        # waits for a busy core can make one product a hundred times slower.
+        with blas_threads(1):
+            for r in range(repeats):
+                for idx in rng.permutation(len(pairs)):
+                    i, j = pairs[idx]
+                    t0 = clock()
+                    fns[j](xs[i])
+                    seconds[r, i, j] = clock() - t0
         seconds = np.median(seconds, axis=0)
         if not (np.isfinite(seconds).any(axis=1)).all():  # no candidate timed for a long count
             seconds[~np.isfinite(seconds).any(axis=1), names.index(names[0])] = 0.0

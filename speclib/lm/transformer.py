@@ -879,8 +879,8 @@ def time_pass(model: Transformer, n_tokens: int, prefix_length: int = 64, reps: 
 
     A cache is filled with ``prefix_length`` random tokens; each repetition extends it by the
     same ``n_tokens`` random tokens (one forward pass, as a verification pass over ``k + 1``
-    tokens is) and rolls it back.  Two untimed passes warm the caches first.  Report a
-    median: single timings vary with whatever else the machine does.
+    tokens is) and rolls it back, on one BLAS thread.  Two untimed passes warm the caches
+    first.  Report a median: single timings vary with whatever else the machine does.
     """
     model = _check_transformer(model, "model")
     n_tokens = as_int(n_tokens, "n_tokens", minimum=1)
@@ -893,13 +893,14 @@ def time_pass(model: Transformer, n_tokens: int, prefix_length: int = 64, reps: 
     cache.extend(rng.integers(0, model.vocab_size, prefix_length))
     new = rng.integers(0, model.vocab_size, n_tokens)
     times = np.empty(reps)
-    for i in range(-2, reps):
-        t0 = time.perf_counter()
-        cache.extend_logits(new)
-        elapsed = time.perf_counter() - t0
-        cache.rollback(prefix_length)
-        if i >= 0:
-            times[i] = elapsed
+    with blas_threads(1):
+        for i in range(-2, reps):
+            t0 = time.perf_counter()
+            cache.extend_logits(new)
+            elapsed = time.perf_counter() - t0
+            cache.rollback(prefix_length)
+            if i >= 0:
+                times[i] = elapsed
     return times
 
 
