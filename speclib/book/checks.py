@@ -402,6 +402,32 @@ def check_speedup(speedup) -> None:
     passed("speedup agrees with walltime_speedup on every (alpha, k, c) tried.")
 
 
+# --- The reference article, revisited
+
+@_expects("counter_limit(alpha, k)")
+def check_counter_limit(counter_limit) -> None:
+    """Exercise ex-07-1: ``counter_limit(alpha, k)``, what accepted / proposed tends to."""
+    from .article_figures import accepted_per_proposed
+
+    for alpha in (0.0, 0.3, 0.841, 0.9, 1.0):
+        for k in (1, 2, 4, 16):
+            where = f"alpha = {alpha}, k = {k}"
+            got = _as_float_or_fail(_call_numeric(counter_limit, where, alpha, k), where)
+            want = accepted_per_proposed(alpha, k)
+            if abs(got - want) <= 1e-9:
+                continue
+            if abs(got - alpha) <= 1e-9:
+                hint = ("that is alpha itself, what accepted / verified tends to. The counter divides by all k "
+                        "drafts proposed, the ones thrown away unjudged included.")
+            elif abs(got - k * want) <= 1e-9:
+                hint = "that is the expected number of drafts a step keeps; the counter divides it by k."
+            else:
+                hint = (f"that is too {'high' if got > want else 'low'}. A step keeps at least j drafts "
+                        "with probability alpha**j, for j = 1 .. k.")
+            raise ExerciseError(f"{where}: you returned {got:.4f}; {hint}")
+    passed("counter_limit agrees with article_figures.accepted_per_proposed for every alpha and k tried.")
+
+
 # --- Chapters 1-3: why decoding is slow, drafting, verification
 
 def _token_array(value, where: str):
