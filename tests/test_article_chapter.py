@@ -242,26 +242,3 @@ def test_plot_k_sweep_article_and_corrected(k_rows):
     assert "accepted / verified" in _labels(ax1)
     assert ax2.get_ylabel() == "tokens per target pass" and ax1.get_title()
     np.testing.assert_allclose(ax2.lines[2].get_ydata(), [r.theory_at_alpha for r in k_rows])
-
-
-def test_plot_step_histograms():
-    sizes = {0.1: np.array([5, 5, 4]), 0.8: np.array([1, 2, 1])}
-    axes = af.plot_step_histograms(sizes, 4)
-    assert len(axes) == 2 and axes[0].get_ylabel() == "number of steps"
-    axes = af.plot_step_histograms(sizes, 4, alphas={0.1: 0.9, 0.8: 0.5})
-    np.testing.assert_allclose(axes[1].lines[0].get_ydata(), 3 * tokens_per_step_pmf(0.5, 4))
-
-
-def test_plot_noise_sweep_and_theory():
-    ax = af.plot_noise_sweep([0.0, 0.5], {2: [3.0, 2.0], 4: [5.0, 3.0]})
-    assert _labels(ax) == ["k=2", "k=4"]
-    ax = af.plot_theory_vs_alpha([2, 4], points=[dict(alpha=0.5, tokens_per_pass=2.0, label="pt")])
-    assert len(ax.lines) == 3 and _labels(ax)[-1] == "pt"
-    assert ax.lines[1].get_ydata()[-1] == 5.0  # K = 4 at alpha = 1
-
-
-def test_plot_accounting_gap_and_break_even(k_rows):
-    ax = af.plot_accounting_gap(k_rows)
-    np.testing.assert_allclose(ax.lines[1].get_ydata(), [r.acceptance_verified - r.acceptance for r in k_rows])
-    ax = af.plot_break_even(0.3, [1, 4])
-    assert len(ax.lines) == 3 and ax.get_xlabel().startswith("cost ratio c")

@@ -1,38 +1,37 @@
-"""The self-check of ex-07-3 (lag-1 autocorrelation) accepts both usual definitions and explains mistakes."""
+"""The self-check of ex-07-1 (the limit of the accepted / proposed counter) accepts a right answer and
+names the usual mistakes."""
 
 import numpy as np
 import pytest
 
-from speclib.book.checks import ExerciseError, check_lag1_autocorrelation
+from speclib.book.checks import ExerciseError, check_counter_limit
 
 
-def pairs(x):
-    return float(np.corrcoef(x[:-1], x[1:])[0, 1])
+def kept(alpha, k):
+    return sum(alpha**j for j in range(1, k + 1))
 
 
-def acf(x):
-    d = np.asarray(x) - np.mean(x)
-    return float((d[:-1] * d[1:]).sum() / (d * d).sum())
-
-
-@pytest.mark.parametrize("right", [pairs, acf])
-def test_accepts_either_definition(right, capsys):
-    check_lag1_autocorrelation(right)
+@pytest.mark.parametrize("right", [lambda a, k: kept(a, k) / k,
+                                   lambda a, k: float(np.mean(np.float64(a) ** np.arange(1, k + 1)))])
+def test_accepts_a_right_answer(right, capsys):
+    check_counter_limit(right)
     assert "\u2714" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("wrong, hint", [
-    (lambda x: 1.0, "lies in \\[-1, 1\\]"),                 # x compared with itself
-    (lambda x: -pairs(x) if abs(pairs(x)) > 0.1 else pairs(x), "the sign is wrong"),
-    (lambda x: pairs(x[::-1][::2]) * 0.3, "compare each entry"),
+    (lambda a, k: a, "that is alpha itself, what accepted / verified tends to"),
+    (kept, "the expected number of drafts a step keeps"),
+    (lambda a, k: a * (1 - a**k) / ((1 - a) * k), "divided by zero"),
+    (lambda a, k: a**k, "too low"),
+    (lambda a, k: None, "not a number"),
 ])
-def test_explains_mistakes(wrong, hint):
+def test_names_the_mistake(wrong, hint):
     with pytest.raises(ExerciseError, match=hint):
-        check_lag1_autocorrelation(wrong)
+        check_counter_limit(wrong)
 
 
 def test_stub():
-    def stub(x):
+    def stub(alpha, k):
         raise NotImplementedError
     with pytest.raises(ExerciseError, match="still raises NotImplementedError"):
-        check_lag1_autocorrelation(stub)
+        check_counter_limit(stub)

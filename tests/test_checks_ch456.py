@@ -75,7 +75,7 @@ def test_expected_tokens_without_bonus_stub_message():
         check_expected_tokens_without_bonus(stub)
 
 
-# --- ex-06-1: wall-clock speed-up --------------------------------------------------------------
+# --- ex-06-1: the speed-up in target passes -------------------------------------------------
 
 def test_speedup_accepts_correct_answer(capsys):
     check_speedup(lambda alpha, k, c: sum(alpha**i for i in range(k + 1)) / (k * c + 1))

@@ -12,8 +12,8 @@ needs to reproduce the article's figures and to show where its accounting goes w
 * **Break-even.**  :func:`break_even_c` is the draft/target cost ratio at which speculation
   with ``k`` drafts stops paying; it depends on ``alpha`` *and* ``k``, unlike the article's
   fixed acceptance threshold.
-* **Figures.**  ``plot_*`` functions draw on axes they are given (or create) and return them;
-  they never call ``plt.show()``.
+* **Figure.**  :func:`plot_k_sweep` draws on axes it is given (or creates) and returns them;
+  it never calls ``plt.show()``.
 
 Notation: ``p`` draft, ``q`` target, ``k`` draft length, ``alpha`` acceptance rate, ``c``
 draft/target cost ratio.
@@ -25,9 +25,9 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from .._validate import MAX_BLOCKS, MAX_DRAFT_LENGTH, as_int, as_int_list, as_probability_array, as_real, as_real_array
+from .._validate import MAX_BLOCKS, MAX_DRAFT_LENGTH, as_int, as_probability_array, as_real_array
 from .article import CONTEXT_ID, EndToEnd, SpeculativeDecoder, SweepRow
-from ..core.theory import expected_tokens_per_pass, tokens_per_step_pmf, tokens_per_step_variance
+from ..core.theory import tokens_per_step_variance
 from ..core.tradeoff import break_even_c  # noqa: F401  (one definition, shared with chapter 6)
 
 
@@ -321,11 +321,16 @@ def _axes(axes, n: int, figsize: tuple[float, float]):
 def plot_k_sweep(rows: Sequence[SweepRow], axes=None, corrected: bool = False):
     """Acceptance and tokens per pass against K (the article's Figure 1, or its correction).
 
-    With ``corrected=False`` the article's two series per panel are drawn; with
-    ``corrected=True`` the corrected ones are added: accepted / verified, ``alpha``, the
-    closed form at ``alpha``.  Returns the two axes.
+    Two panels, one above the other (the book's column is 7 inches wide).  With
+    ``corrected=False`` the article's series are drawn; with ``corrected=True`` the corrected
+    ones are added: accepted / verified, ``alpha``, the closed form at ``alpha``.  Returns the
+    two axes.
     """
-    ax1, ax2 = _axes(axes, 2, (10, 3.6))
+    if axes is None:
+        import matplotlib.pyplot as plt
+
+        axes = plt.subplots(2, 1, figsize=(7, 6.4), sharex=True)[1]
+    ax1, ax2 = _axes(axes, 2, (7, 6.4))
     rows = _rows(rows, "rows")
     ks = [r.k for r in rows]
     ax1.plot(ks, [r.acceptance for r in rows], "o-", label="accepted / proposed (article)")
@@ -339,118 +344,10 @@ def plot_k_sweep(rows: Sequence[SweepRow], axes=None, corrected: bool = False):
     for ax in (ax1, ax2):
         ax.set_xscale("log", base=2)
         ax.set_xticks(ks, [str(k) for k in ks])
-        ax.set_xlabel("draft length k (tokens)")
         ax.legend(fontsize=9)
+    ax2.set_xlabel("draft length k (tokens)")
     ax1.set_ylabel("acceptance rate")
     ax1.set_title("Acceptance against k")
     ax2.set_ylabel("tokens per target pass")
     ax2.set_title("Tokens per target pass against k")
     return np.array([ax1, ax2])
-
-
-def plot_step_histograms(sizes_by_noise: dict[float, np.ndarray], k: int, axes=None,
-                         alphas: dict[float, float] | None = None):
-    """Histogram of tokens per step at several noise levels (the article's Figure 2).
-
-    With ``alphas`` (noise -> alpha), the counts the closed form predicts,
-    ``n_steps * tokens_per_step_pmf(alpha, k)``, are drawn over the bars.
-    """
-    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
-    axes = _axes(axes, len(sizes_by_noise), (11, 3.4))
-    edges = np.arange(1, k + 3)
-    for ax, (noise, sizes) in zip(axes, sizes_by_noise.items()):
-        sizes = np.asarray(sizes)
-        ax.hist(sizes, bins=edges, align="left", rwidth=0.8, label="measured steps")
-        if alphas is not None:
-            expected = sizes.size * tokens_per_step_pmf(min(alphas[noise], 1.0), k)
-            ax.plot(edges[:-1], expected, "ko", label=r"predicted at $\alpha$")
-            ax.set_title(f"noise {noise}, $\\alpha$ = {alphas[noise]:.3f}")
-        else:
-            ax.set_title(f"noise {noise}")
-        ax.set_xticks(edges[:-1])
-        ax.set_xlabel("tokens emitted in one step")
-        ax.legend(fontsize=9)
-    axes[0].set_ylabel("number of steps")
-    return axes
-
-
-def plot_noise_sweep(noises: Sequence[float], tokens_per_pass: dict[int, Sequence[float]], ax=None):
-    """Tokens per pass against draft noise, one line per K (left panel of the article's Figure 3)."""
-    (ax,) = _axes(ax, 1, (5.5, 3.6))
-    for k, tpp in tokens_per_pass.items():
-        ax.plot(noises, tpp, "o-", label=f"k={k}")
-    ax.set_xlabel("draft noise (0 = draft equals target, 1 = uniform draft)")
-    ax.set_ylabel("tokens per target pass")
-    ax.set_title("Measured tokens per pass against draft noise")
-    ax.legend(fontsize=9)
-    return ax
-
-
-def plot_theory_vs_alpha(ks: Sequence[int], ax=None, points: Sequence[dict] = ()):
-    """The closed form against ``alpha`` for several K, with measured points on top.
-
-    Each entry of ``points`` is a dict with ``alpha``, ``tokens_per_pass`` and ``label``,
-    and optionally ``fmt`` (a matplotlib format string) and ``color``.
-    """
-    ks = as_int_list(ks, "ks", minimum=1, maximum=MAX_DRAFT_LENGTH)
-    if isinstance(points, (str, bytes)) or not hasattr(points, "__iter__"):
-        raise TypeError(f"points: expected a sequence of dicts, got {type(points).__name__}")
-    for i, pt in enumerate(points):
-        if not isinstance(pt, dict) or not {"alpha", "tokens_per_pass", "label"} <= set(pt):
-            raise TypeError(f"points[{i}]: expected a dict with alpha, tokens_per_pass and label, got {pt!r}")
-    (ax,) = _axes(ax, 1, (5.5, 3.6))
-    alphas = np.linspace(0.0, 1.0, 101)
-    for k in ks:
-        ax.plot(alphas, expected_tokens_per_pass(alphas, k), label=f"formula, k={k}")
-    for pt in points:
-        style = {"color": pt["color"]} if "color" in pt else {}
-        ax.plot(pt["alpha"], pt["tokens_per_pass"], pt.get("fmt", "ro"), ms=8, label=pt["label"], **style)
-    ax.set_xlabel(r"acceptance rate $\alpha$")
-    ax.set_ylabel("tokens per target pass")
-    ax.set_title("Closed form against acceptance rate")
-    ax.legend(fontsize=9)
-    return ax
-
-
-def plot_accounting_gap(rows: Sequence[SweepRow], ax=None):
-    """Measured ``accepted/verified - accepted/proposed`` against K, beside the formula.
-
-    The formula is :func:`accounting_gap` at each row's exact ``alpha``.
-    """
-    rows = _rows(rows, "rows")
-    (ax,) = _axes(ax, 1, (7, 3.5))
-    ks = np.array([r.k for r in rows])
-    alpha = rows[0].alpha
-    grid = np.arange(1, ks.max() + 1)
-    ax.plot(grid, [accounting_gap(min(alpha, 1.0), int(k)) for k in grid], "-", color="black",
-            label=rf"formula $\alpha - \alpha(1-\alpha^k)/((1-\alpha)k)$, $\alpha$={alpha:.3f}")
-    ax.plot(ks, [r.acceptance_verified - r.acceptance for r in rows], "o", color="tab:red",
-            label="measured: accepted/verified $-$ accepted/proposed")
-    ax.set_xlabel("draft length k (tokens)")
-    ax.set_ylabel("gap in acceptance rate")
-    ax.set_title("How far the article's acceptance falls below the real one")
-    ax.legend(fontsize=9)
-    return ax
-
-
-def plot_break_even(alpha: float, ks: Sequence[int], c_max: float = 0.5, ax=None):
-    """Wall-clock speed-up against the cost ratio ``c`` at one ``alpha``, one line per K.
-
-    The horizontal line at 1 is plain decoding; each curve crosses it at
-    :func:`break_even_c`.
-    """
-    from ..core.theory import walltime_speedup
-
-    alpha = float(as_probability_array(alpha, "alpha"))
-    c_max = as_real(c_max, "c_max", low=1e-6)
-    ks = as_int_list(ks, "ks", minimum=0, maximum=MAX_DRAFT_LENGTH)
-    (ax,) = _axes(ax, 1, (7, 3.5))
-    cs = np.linspace(0.0, c_max, 201)
-    for k in ks:
-        ax.plot(cs, [walltime_speedup(alpha, k, c) for c in cs], label=f"k={k}")
-    ax.axhline(1.0, color="black", lw=0.8, ls="--", label="plain decoding")
-    ax.set_xlabel("cost ratio c (draft pass / target pass)")
-    ax.set_ylabel("wall-clock speed-up")
-    ax.set_title(rf"When speculation pays at $\alpha$ = {alpha}")
-    ax.legend(fontsize=9)
-    return ax

@@ -383,7 +383,7 @@ def check_expected_tokens_without_bonus(expected_tokens) -> None:
 
 @_expects("speedup(alpha, k, c)")
 def check_speedup(speedup) -> None:
-    """Exercise ex-06-1: ``speedup(alpha, k, c)``, the expected wall-clock improvement."""
+    """Exercise ex-06-1: ``speedup(alpha, k, c)``, the expected speed-up in target passes."""
     from ..core.theory import expected_tokens_per_pass, walltime_speedup
 
     for alpha in (0.0, 0.5, 0.8, 1.0):
@@ -402,46 +402,30 @@ def check_speedup(speedup) -> None:
     passed("speedup agrees with walltime_speedup on every (alpha, k, c) tried.")
 
 
-# --- Chapter 7: the reference article revisited
+# --- The reference article, revisited
 
-def _lag1_cases():
-    """Long 0/1 sequences with known dependence: independent, sticky (runs), alternating."""
-    import numpy as np
+@_expects("counter_limit(alpha, k)")
+def check_counter_limit(counter_limit) -> None:
+    """Exercise ex-07-1: ``counter_limit(alpha, k)``, what accepted / proposed tends to."""
+    from .article_figures import accepted_per_proposed
 
-    rng = np.random.default_rng(7)
-    yield "independent draws", (rng.random(3000) < 0.7).astype(float)
-    for name, stay in (("a sequence with long runs", 0.9), ("a sequence that tends to alternate", 0.2)):
-        x = np.empty(3000)
-        x[0] = 1.0
-        flips = rng.random(3000) >= stay
-        for t in range(1, x.size):
-            x[t] = 1.0 - x[t - 1] if flips[t] else x[t - 1]
-        yield name, x
-
-
-@_expects("lag1_autocorrelation(x)")
-def check_lag1_autocorrelation(lag1_autocorrelation) -> None:
-    """Exercise ex-07-3: the correlation between consecutive entries of a sequence.
-
-    Either usual definition passes (the correlation of the pairs ``(x[t], x[t+1])``, or the
-    autocovariance at lag 1 over the variance): on sequences this long they differ by far
-    less than the tolerance of 0.01.
-    """
-    from .article_figures import lag1_autocorrelation as reference
-
-    for name, x in _lag1_cases():
-        got = _as_float_or_fail(call_student(lag1_autocorrelation, x.copy()), f"for {name}")
-        want = reference(x)
-        if abs(got - want) <= 0.01:
-            continue
-        if abs(got - 1.0) < 1e-9 or abs(got) > 1 + 1e-9:
-            hint = "an autocorrelation lies in [-1, 1], and 1 only for a sequence compared with itself."
-        elif abs(want) > 0.1 and (got > 0) != (want > 0):
-            hint = "the sign is wrong: runs of equal values must give a positive value, alternation a negative one."
-        else:
-            hint = "compare each entry with the next one, x[t] with x[t + 1], around the mean."
-        raise ExerciseError(f"for {name} of {x.size} values you returned {got:+.3f}, expected about {want:+.3f}: {hint}")
-    passed("lag1_autocorrelation agrees with article_figures.lag1_autocorrelation on every sequence tried.")
+    for alpha in (0.0, 0.3, 0.841, 0.9, 1.0):
+        for k in (1, 2, 4, 16):
+            where = f"alpha = {alpha}, k = {k}"
+            got = _as_float_or_fail(_call_numeric(counter_limit, where, alpha, k), where)
+            want = accepted_per_proposed(alpha, k)
+            if abs(got - want) <= 1e-9:
+                continue
+            if abs(got - alpha) <= 1e-9:
+                hint = ("that is alpha itself, what accepted / verified tends to. The counter divides by all k "
+                        "drafts proposed, the ones thrown away unjudged included.")
+            elif abs(got - k * want) <= 1e-9:
+                hint = "that is the expected number of drafts a step keeps; the counter divides it by k."
+            else:
+                hint = (f"that is too {'high' if got > want else 'low'}. A step keeps at least j drafts "
+                        "with probability alpha**j, for j = 1 .. k.")
+            raise ExerciseError(f"{where}: you returned {got:.4f}; {hint}")
+    passed("counter_limit agrees with article_figures.accepted_per_proposed for every alpha and k tried.")
 
 
 # --- Chapters 1-3: why decoding is slow, drafting, verification

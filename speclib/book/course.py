@@ -176,7 +176,7 @@ LECTURE = (
     ("book/01_why_slow", 10, "what a pass costs: every weight read once, the arithmetic once per token"),
     ("book/03_verification", 15, "the acceptance test min(1, q/p) and why a draft is kept with probability alpha"),
     ("book/04_correction", 20, "the residual max(0, q - p)/Z and the proof that the output follows q exactly"),
-    ("book/06_theory", 20, "tokens per pass, the wall-clock speed-up, the best k and the break-even alpha > c"),
+    ("book/06_theory", 20, "tokens per pass, the speed-up in target passes, the best k and the break-even alpha > c"),
 )
 LECTURE_MINUTES = 90  #: the lecture's length; what LECTURE leaves over is for questions
 

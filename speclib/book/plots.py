@@ -59,12 +59,12 @@ def _flag(value, name):
     return as_bool(value, name)
 
 
-def _pair_of_axes(axes, figsize):
+def _pair_of_axes(axes, figsize, stacked=False):
     import matplotlib.pyplot as plt
     from matplotlib.axes import Axes
 
     if axes is None:
-        return plt.subplots(1, 2, figsize=figsize)[1]
+        return plt.subplots(*((2, 1) if stacked else (1, 2)), figsize=figsize)[1]
     import numpy as np
 
     axes = np.atleast_1d(np.asarray(axes, dtype=object))
@@ -76,16 +76,16 @@ def _pair_of_axes(axes, figsize):
 def plot_correction(view, axes=None):
     """Two panels from :func:`speclib.book.widgets.correction_view`.
 
-    Left: the target ``q`` as stacked bars, ``min(p, q)`` (what accepted drafts deliver) under
-    ``max(0, q - p)`` (what corrections must deliver), with the draft ``p`` as dots.  Right:
-    ``q`` beside what a step emits when the correction wrongly draws from ``q`` again.
-    Returns the two axes.
+    Top (first axes): the target ``q`` as stacked bars, ``min(p, q)`` (what accepted drafts
+    deliver) under ``max(0, q - p)`` (what corrections must deliver), with the draft ``p`` as
+    dots.  Bottom: ``q`` beside what a step emits when the correction wrongly draws from ``q``
+    again.  Returns the two axes.
     """
     view = _view(view, "CorrectionView", "correction_view")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    axes = _pair_of_axes(axes, (10, 3.5))
+    axes = _pair_of_axes(axes, (7, 6), stacked=True)  # one above the other: the column is 7 inches
     left, right = axes
     x = np.arange(len(view.q))
     left.bar(x, view.overlap, color="tab:blue", label="min(p, q): accepted drafts")
@@ -160,7 +160,11 @@ def plot_bonus(view, ax=None):
 
 
 def plot_speedup(view, ax=None):
-    """Speed-up against draft length, from :func:`speclib.book.widgets.speedup_view`."""
+    """Speed-up in target passes against draft length, from :func:`speclib.book.widgets.speedup_view`.
+
+    The speed-up is the model's ``walltime_speedup``: tokens per step over the step's cost in
+    target passes, ``1 + k c`` (a pass over ``k + 1`` tokens taken to cost one pass).
+    """
     view = _view(view, "SpeedupView", "speedup_view")
     ax = _axes(ax)
     ax.plot(view.ks, view.speedups, "o-", color="tab:blue", markersize=3,
@@ -172,7 +176,7 @@ def plot_speedup(view, ax=None):
         ax.plot([view.best_k], [view.best_speedup], "*", color="tab:red", markersize=14,
                 label=f"best k = {view.best_k}: {view.best_speedup:.2f}x")
     verdict = "speculation pays (alpha > c)" if view.pays else "no k pays (alpha <= c)"
-    ax.set(xlabel="draft length k (k = 0: plain decoding)", ylabel="wall-clock speed-up (x)",
+    ax.set(xlabel="draft length k (k = 0: plain decoding)", ylabel="speed-up in target passes (x)",
            title=f"Speed-up against draft length: {verdict}")
     ax.legend(fontsize=9)
     return ax
