@@ -319,3 +319,26 @@ def test_ranking_names_a_leader_only_when_its_interval_separates():
         ranking_sentence({"a": (0.5, 0.6, 0.7), "b": (0.4, 0.3, 0.5)})
     with pytest.raises(ValueError, match="at least two"):
         ranking_sentence({"a": (0.5, 0.4, 0.6)})
+
+
+def test_bounded_prints_a_bound_for_what_rounding_decides():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_portable_outputs import residues
+    from speclib.book.render import bounded
+
+    # Residues of any size below the bound become the bound, which the portability rule accepts.
+    for residue in (3.8e-17, -6.1e-17, 5.4e-231, 0.0):
+        assert bounded(residue) == "below 1e-12" and residues(f"distance {bounded(residue)}") == []
+    assert bounded(3.2e-08, bound=1e-4) == "below 1e-04"
+    # Values at or above the bound keep their digits (negative control: the rule sees a residue).
+    assert bounded(0.031) == "0.031" and bounded(1e-4, bound=1e-4) == "0.0001"
+    assert residues(f"distance {bounded(3.8e-17, bound=1e-20, spec='.1e')}") == ["3.8e-17"]
+    with pytest.raises(ValueError, match="bound: must be > 0"):
+        bounded(0.1, bound=0)
+    with pytest.raises(TypeError, match="value"):
+        bounded("0.1")
+    with pytest.raises(ValueError, match="spec"):
+        bounded(0.5, spec="q")

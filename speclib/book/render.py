@@ -556,3 +556,33 @@ def ranking_sentence(estimates: dict, what: str = "rate", digits: int = 2) -> st
                f"{rest[-1][3]} {'is' if len(rest) == 1 else 'are'} below {below}" + \
                (f" at {full(rest[0])}" if len(rest) == 1 else f" ({'; '.join(full(r) for r in rest)})")
     return out + "."
+
+
+def bounded(value: float, bound: float = 1e-12, spec: str = ".2g") -> str:
+    """``value`` as text, or ``"below <bound>"`` when it is smaller than ``bound`` in magnitude.
+
+    For printed outputs that another processor must reproduce: an exact distance of 3.8e-17 is a
+    rounding residue whose digits change with the order of floating-point sums, and a p-value of
+    5e-231 says no more than "below 1e-12".  The bound is what a reader can rely on.
+
+    Examples
+    --------
+    >>> bounded(3.8e-17)
+    'below 1e-12'
+    >>> bounded(0.031)
+    '0.031'
+    >>> bounded(5.4e-231, bound=1e-4)
+    'below 1e-04'
+    """
+    value = as_real(value, "value")
+    bound = as_real(bound, "bound")
+    if not bound > 0:
+        raise ValueError(f"bound: must be > 0, got {bound:g}")
+    if not isinstance(spec, str):
+        raise TypeError(f"spec: expected a format specification such as '.2g', got {type(spec).__name__}")
+    if abs(value) < bound:
+        return f"below {bound:.0e}"
+    try:
+        return format(value, spec)
+    except ValueError:
+        raise ValueError(f"spec: {spec!r} is not a format specification for a float") from None
