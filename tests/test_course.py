@@ -85,7 +85,7 @@ def test_parser_reads_metadata(tmp_path):
     (ex,) = notebook_exercises(path)
     assert (ex.chapter_title, ex.label, ex.title, ex.goal, ex.minutes, ex.kind) == (
         "Chapter X", "ex-x-1", "Count", "count passes", 5, "code")
-    assert "| Count (`ex-x-1`) | code | count passes | ~5 min |" in instructor_table([ex])
+    assert "- Count (`ex-x-1`). *code, ~5 min.* Goal: count passes." in instructor_table([ex])
 
 
 def test_parser_rejects_unknown_kind(tmp_path):

@@ -128,11 +128,13 @@ def book_exercises(root: Path) -> list[Exercise]:
 
 
 def instructor_table(exercises: list[Exercise], links: bool = False) -> str:
-    """A Markdown table per chapter: label, title, kind, goal and estimated time.
+    """Markdown listing the exercises per chapter: title, label, kind, estimated time and goal.
 
+    One list item per exercise under a line per chapter with its count and total time (a list,
+    not a table: a goal is a sentence, and a table cell holding one is too wide for the column).
     With ``links=True`` each exercise is named by a MyST ``{numref}`` reference, which the
     book renders as a link reading "Exercise N", the number the reader sees on the
-    exercise itself (the cell showing the table must then render its Markdown as MyST).
+    exercise itself (the cell showing the list must then render its Markdown as MyST).
     Otherwise the label is shown as code.
     """
     if isinstance(exercises, (str, bytes)) or not hasattr(exercises, "__iter__"):
@@ -151,13 +153,12 @@ def instructor_table(exercises: list[Exercise], links: bool = False) -> str:
             chapter = ex.chapter
             mine = [e for e in exercises if e.chapter == chapter]
             total = sum(e.minutes or 0 for e in mine)
-            lines += ["", f"**{ex.chapter_title}** ({len(mine)} exercises, about {total} min)", "",
-                      "| exercise | kind | learning goal | time |", "| --- | --- | --- | --- |"]
+            lines += ["", f"**{ex.chapter_title}** ({len(mine)} exercises, about {total} min)", ""]
         goal = ex.goal or "(no goal given)"
-        time = f"~{ex.minutes} min" if ex.minutes else "?"
+        time = f"~{ex.minutes} min" if ex.minutes else "time not given"
         name = (f"{{numref}}`Exercise {{number}} <{ex.label}>`: {ex.title}" if links
                 else f"{ex.title} (`{ex.label}`)")
-        lines.append(f"| {name} | {ex.kind or '?'} | {goal} | {time} |")
+        lines.append(f"- {name}. *{ex.kind or 'kind not given'}, {time}.* Goal: {goal}.")
     return "\n".join(lines).strip()
 
 
@@ -171,12 +172,11 @@ WORDS_PER_MINUTE = 120
 #: The 90-minute lecture: (chapter, minutes, what to show).  The generator checks that each
 #: chapter is in the table of contents, so a restructured book fails loudly, not silently.
 LECTURE = (
-    ("book/00_overview", 20, "the whole algorithm on one page: draft k tokens, verify them in one pass, "
-                             "correct the first rejection, add the bonus token"),
-    ("book/01_why_slow", 10, "what a pass costs: every weight read once, the arithmetic once per token"),
-    ("book/03_verification", 15, "the acceptance test min(1, q/p) and why a draft is kept with probability alpha"),
-    ("book/04_correction", 20, "the residual max(0, q - p)/Z and the proof that the output follows q exactly"),
-    ("book/06_theory", 20, "tokens per pass, the speed-up in target passes, the best k and the break-even alpha > c"),
+    ("book/00_overview", 20, "the algorithm: draft k, verify in one pass, correct, add the bonus"),
+    ("book/01_why_slow", 10, "what a pass costs: every weight read once, arithmetic per token"),
+    ("book/03_verification", 15, "the test min(1, q/p); a draft is kept with probability alpha"),
+    ("book/04_correction", 20, "the residual max(0, q - p)/Z; why the output follows q exactly"),
+    ("book/06_theory", 20, "tokens per pass, speed-up in target passes, best k, alpha > c"),
 )
 LECTURE_MINUTES = 90  #: the lecture's length; what LECTURE leaves over is for questions
 
