@@ -49,8 +49,11 @@ _ROW_INDEX = [0] + [next(i for i, c in enumerate(ROW_COUNTS) if c >= n) for n in
 #: Column blocks keep ``rows * inner * block width`` below this for up to 9 rows: OpenBLAS
 #: multiplies such small products directly, without repacking the matrix.
 SMALL_PRODUCT = 1_000_000
-#: Repetitions of each timing when a plan is measured (the median is used).
-PLAN_REPEATS = 5
+#: Repetitions of each timing when a plan is measured.  The plan takes the fastest of them: a
+#: product's cost is deterministic work plus delays from whatever else runs on the core, which
+#: only ever add, so the minimum estimates the work; a median taken on a busy machine once chose
+#: a strategy three times slower for two rows.
+PLAN_REPEATS = 7
 
 _PLANS: dict[tuple, tuple[str, ...]] = {}  # (inner, outer, candidates) -> strategy per entry of ROW_COUNTS
 _TABLES: dict[tuple, np.ndarray] = {}  # the same key -> the seconds measured, (len(ROW_COUNTS), len(candidates))
@@ -167,7 +170,7 @@ class Product:
 
     def measure(self, names: tuple[str, ...] | None = None, counts: tuple[int, ...] = ROW_COUNTS,
                 repeats: int = PLAN_REPEATS, seed: int = 0) -> np.ndarray:
-        """Median seconds of each strategy for each row count, ``(len(counts), len(names))``.
+        """Fastest seconds of each strategy for each row count over ``repeats``, ``(len(counts), len(names))``.
 
         Random rows, on one BLAS thread; each repetition times every (rows, strategy) pair once
         in a shuffled order, so that a slow spell of the machine does not fall on one strategy
@@ -196,7 +199,7 @@ class Product:
                     t0 = clock()
                     fns[j](xs[i])
                     seconds[r, i, j] = clock() - t0
-        seconds = np.median(seconds, axis=0)
+        seconds = np.min(seconds, axis=0)
         if not (np.isfinite(seconds).any(axis=1)).all():  # no candidate timed for a long count
             seconds[~np.isfinite(seconds).any(axis=1), names.index(names[0])] = 0.0
         return seconds
@@ -204,7 +207,7 @@ class Product:
 
 def measured_plans() -> dict[tuple[int, int], dict[str, object]]:
     """What this process has measured so far: for each weight shape, the strategy chosen for
-    each row count and the median seconds of every candidate (``{"names", "plan", "seconds"}``)."""
+    each row count and the fastest seconds of every candidate (``{"names", "plan", "seconds"}``)."""
     return {(inner, outer): {"names": names, "plan": _PLANS[inner, outer, names],
                              "seconds": _TABLES[inner, outer, names]}
             for (inner, outer, names) in _TABLES}
