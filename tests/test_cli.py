@@ -348,7 +348,7 @@ def test_the_neural_pair_runs_the_cached_loop_on_one_blas_thread(monkeypatch, ca
     assert cli.main(["generate", "--pair", "neural", "--domain", "code", "--new-tokens", "40", "--k", "3",
                      "--seed", "2", "--temperature", "0.8"]) == 0
     out = capsys.readouterr().out
-    assert seen["threads"] == [1]
+    assert seen["threads"] and set(seen["threads"]) == {1}  # the run, and any product plan it measures first
     assert seen["caches"] >= 2  # target and draft are read through their key/value caches
     target, draft = load_pair(0.8)
     trace = trace_generation(target, draft, shared_vocabulary().encode("def "), 40, 3, 2)
@@ -371,7 +371,7 @@ def test_an_ngram_draft_for_the_neural_target(monkeypatch, capsys):
     trace = trace_generation(target, draft, shared_vocabulary().encode("The "), 40, 4, 5)
     assert out.startswith("The " + shared_vocabulary().decode(trace.tokens) + "\n")
     assert f"order-{cli.NGRAM_DRAFT_ORDER} n-gram of the prose text" in out
-    assert seen["threads"] == [1] and seen["caches"] >= 1  # the target still reads its cache
+    assert seen["threads"] and set(seen["threads"]) == {1}  # the run, and any product plan it measures first and seen["caches"] >= 1  # the target still reads its cache
     greedy = run("generate", "--pair", "neural", "--draft", "ngram", "--greedy", "--new-tokens", "30")
     assert greedy.returncode == 0, greedy.stderr
     target0, _ = load_pair(0.0)
