@@ -51,7 +51,7 @@ def test_chapter_facts_of_the_book():
     # What each chapter declares is read from it: chapter 5 cites chapter 4's theorems, and only
     # the two Hugging Face chapters import PyTorch (a negative control for the other sixteen).
     assert "book/04_correction" in BY_NAME["book/05_bonus"].refers_back
-    assert {f.chapter for f in FACTS if f.needs_hf} == {"book/16_models_and_engines", "book/16b_engines"}
+    assert {f.chapter for f in FACTS if f.needs_hf} == {"book/16_models_and_engines"}
     exercises = course.book_exercises(ROOT)
     assert sum(f.exercises for f in FACTS) == len(exercises)
     assert sum(f.exercise_minutes for f in FACTS) == sum(e.minutes for e in exercises)

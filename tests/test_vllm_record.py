@@ -130,7 +130,7 @@ def test_greedy_output_is_the_same_in_vllm_and_speclib(record):
 
 
 def test_the_engines_page_shows_the_record(record):
-    cells = json.loads((ROOT / "book" / "16b_engines.ipynb").read_text())["cells"]
+    cells = json.loads((ROOT / "book" / "16_models_and_engines.ipynb").read_text())["cells"]
     source = "".join("".join(c["source"]) for c in cells)
     outputs = json.dumps([c.get("outputs", []) for c in cells if c["cell_type"] == "code"])
     assert "load_vllm_record()" in source and "vllm_comparison(" in source and "output_loglik(" in source

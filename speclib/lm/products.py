@@ -165,7 +165,7 @@ class Product:
         if key not in _PLANS:
             seconds = self.measure(names)
             _TABLES[key] = seconds
-            _PLANS[key] = tuple(names[j] for j in np.nanargmin(seconds, axis=1))
+            _PLANS[key] = choose_plan(seconds, names)
         return _PLANS[key]
 
     def measure(self, names: tuple[str, ...] | None = None, counts: tuple[int, ...] = ROW_COUNTS,
@@ -203,6 +203,39 @@ class Product:
         if not (np.isfinite(seconds).any(axis=1)).all():  # no candidate timed for a long count
             seconds[~np.isfinite(seconds).any(axis=1), names.index(names[0])] = 0.0
         return seconds
+
+
+def choose_plan(seconds: np.ndarray, names: tuple[str, ...],
+                counts: tuple[int, ...] = ROW_COUNTS) -> tuple[str, ...]:
+    """The strategy for each row count from a table of measured seconds (``(len(counts),
+    len(names))``, nan where not timed): the fastest, with one structural bound.
+
+    ``rows`` is ``n`` one-row products, so ``n`` rows never need to cost more than ``n``
+    times the fastest one-row product.  A single timing of ``rows`` can come out slower than
+    that on a busy machine, and then a general product that is slower still for a few rows
+    (a BLAS kernel that repacks the matrix) could win the table by accident: a batch of two
+    requests would then cost more than the two run one after the other.  So where ``rows``
+    can run, its time at ``n`` rows is taken as at most ``n`` times the best one-row time,
+    and a strategy is chosen over it only when it was measured faster than that bound.
+
+    Examples
+    --------
+    >>> names = ("full", "rows")
+    >>> t = np.array([[1.0, 1.1], [3.5, 2.6], [4.0, 3.9]])  # 1, 2 and 3 rows
+    >>> choose_plan(t, names, counts=(1, 2, 3))
+    ('full', 'rows', 'rows')
+    """
+    seconds = np.array(seconds, dtype=float)
+    names = tuple(names)
+    if seconds.shape != (len(counts), len(names)):
+        raise ValueError(f"seconds: expected shape {(len(counts), len(names))}, got {seconds.shape}")
+    if "rows" in names and counts and counts[0] == 1:
+        j = names.index("rows")
+        one = np.nanmin(seconds[0])
+        for i, n in enumerate(counts):
+            if n <= MAX_ROWS and np.isfinite(seconds[i, j]):
+                seconds[i, j] = min(seconds[i, j], n * one)
+    return tuple(names[j] for j in np.nanargmin(seconds, axis=1))
 
 
 def measured_plans() -> dict[tuple[int, int], dict[str, object]]:
