@@ -82,3 +82,19 @@ def test_counts_agree_in_number(blocks):
     counts = [t.get_text() for t in ax.texts if t.get_text().endswith(("token", "tokens"))]
     assert "1 token" in counts and "1 tokens" not in counts, counts
     assert all(t.startswith("1 ") == t.endswith(" token") for t in counts), counts
+
+
+def test_the_overview_draws_its_timeline_at_measured_costs():
+    """Chapter 00's figure and animation pass the measured c and r(k + 1): with the defaults every
+    verification pass would be drawn as one plain pass, the picture issue 28 found contradicting
+    chapter 07's measurement."""
+    import json
+    import re
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "book" / "00_overview.ipynb").read_text(encoding="utf-8"))
+    source = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    calls = re.findall(r"\b(?:plot_timeline|timeline_animation)\((.*?)\)\s*(?:\)|$)", source, re.S | re.M)
+    assert len(calls) >= 2, "the overview no longer draws its timeline and animation"
+    assert all(re.search(r"\br\s*=", call) and re.search(r"\bc\s*=", call) for call in calls), calls
+    assert "time_pass(" in source  # the costs are measured, not typed in
