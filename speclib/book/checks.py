@@ -1763,7 +1763,9 @@ def check_blocks_product(blocks_product) -> None:
         got = call_student(blocks_product, x, w.view(_Watched), width)
         if got is None:
             raise ExerciseError(f"{where}: blocks_product returned None (a return statement missing?)")
-        got = np.asarray(got)
+        got = _numbers_or_fail(got, where, "an array of numbers (x @ w)")
+        if not np.isfinite(got).all():
+            raise ExerciseError(f"{where}: the result holds NaN or infinite values; x @ w has none")
         if got.shape != (rows, outer):
             raise ExerciseError(f"{where}: expected a result of shape {(rows, outer)}, got {got.shape}. "
                                 "Does the last block, narrower than the others, go in too?")
