@@ -59,3 +59,42 @@ def test_plot_and_animation(blocks):
         timeline_boxes(blocks, c=-1)
     with pytest.raises(TypeError, match="blocks"):
         timeline_boxes("blocks")
+
+
+def test_verification_pass_drawn_at_its_measured_cost(blocks):
+    """A pass over k + 1 tokens is drawn r(k + 1) long: the plain lane then makes as many tokens
+    as fit in the same time, not one per speculative step's pass (chapter 00's first figure)."""
+    c, r = 0.1, 2.5
+    boxes = timeline_boxes(blocks, c, r=lambda n: r if n == 4 else 99.0)
+    target = [b for b in boxes if b[0] == "target"]
+    assert all(w == pytest.approx(r) for _, _, w, _, _ in target)
+    assert max(s + w for _, s, w, _, _ in target) == pytest.approx(len(blocks) * (3 * c + r))
+    assert timeline_boxes(blocks, c, r=r) == boxes  # a number: the same cost for every step
+    with pytest.raises(ValueError, match="r"):
+        timeline_boxes(blocks, c, r=-1.0)
+    with pytest.raises(ValueError, match=r"r\(4\)"):
+        timeline_boxes(blocks, c, r=lambda n: float("nan"))
+
+
+def test_counts_agree_in_number(blocks):
+    # One step at c = 0 and r = 1 lasts one pass: plain decoding has made "1 token", not "1 tokens".
+    ax = plot_timeline(blocks[:1], c=0.0, r=1.0)
+    counts = [t.get_text() for t in ax.texts if t.get_text().endswith(("token", "tokens"))]
+    assert "1 token" in counts and "1 tokens" not in counts, counts
+    assert all(t.startswith("1 ") == t.endswith(" token") for t in counts), counts
+
+
+def test_the_overview_draws_its_timeline_at_measured_costs():
+    """Chapter 00's figure and animation pass the measured c and r(k + 1): with the defaults every
+    verification pass would be drawn as one plain pass, the picture issue 28 found contradicting
+    chapter 07's measurement."""
+    import json
+    import re
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "book" / "00_overview.ipynb").read_text(encoding="utf-8"))
+    source = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    calls = re.findall(r"\b(?:plot_timeline|timeline_animation)\((.*?)\)\s*(?:\)|$)", source, re.S | re.M)
+    assert len(calls) >= 2, "the overview no longer draws its timeline and animation"
+    assert all(re.search(r"\br\s*=", call) and re.search(r"\bc\s*=", call) for call in calls), calls
+    assert "time_pass(" in source  # the costs are measured, not typed in

@@ -1712,3 +1712,68 @@ def check_fixed_widen(fixed_widen) -> None:
                                     "copies add up to?")
     passed("The widened models give the original rows (tied and separate output embeddings, "
            "factors 2 and 3).")
+
+
+# --- Chapter 17: machine notes -----------------------------------------------------------------
+
+@_expects("blocks_product(x, w, width)")
+def check_blocks_product(blocks_product) -> None:
+    """Exercise ex-17-1: ``blocks_product(x, w, width)``, ``x @ w`` one block of ``width`` columns at a time.
+
+    Compared with ``x @ w`` on float32 rows and matrices whose column count is and is not a
+    multiple of ``width``; ``w`` is handed over as a watched array that records the width of
+    every matrix product it takes part in, so a product over more than ``width`` columns of
+    ``w`` at once is caught.
+    """
+    import numpy as np
+
+    class _Watched(np.ndarray):  # a view of w that notes every product it takes part in
+        widths: list = []
+
+        def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+            if ufunc is np.matmul:
+                for a in inputs:
+                    if isinstance(a, _Watched):
+                        _Watched.widths.append(a.shape[-1] if a.ndim > 1 else 1)
+            plain = [a.view(np.ndarray) if isinstance(a, _Watched) else a for a in inputs]
+            return getattr(ufunc, method)(*plain, **kwargs)
+
+        def __array_function__(self, func, types, args, kwargs):
+            if func in (np.dot, np.inner, np.tensordot, np.matmul):
+                for a in args:
+                    if isinstance(a, _Watched):
+                        _Watched.widths.append(a.shape[-1] if a.ndim > 1 else 1)
+            return super().__array_function__(func, types, args, kwargs)
+
+        def __matmul__(self, other):
+            _Watched.widths.append(self.shape[-1] if self.ndim > 1 else 1)
+            return np.matmul(self.view(np.ndarray), other)
+
+        def __rmatmul__(self, other):
+            _Watched.widths.append(self.shape[-1] if self.ndim > 1 else 1)
+            return np.matmul(other, self.view(np.ndarray))
+
+    rng = np.random.default_rng(17)
+    for rows, inner, outer, width in [(4, 32, 48, 16), (3, 24, 50, 16), (1, 8, 7, 3), (9, 16, 40, 64),
+                                      (2, 12, 33, 1)]:
+        x = rng.standard_normal((rows, inner)).astype(np.float32)
+        w = rng.standard_normal((inner, outer)).astype(np.float32)
+        where = f"x of shape {x.shape}, w of shape {w.shape}, width {width}"
+        _Watched.widths = []
+        got = call_student(blocks_product, x, w.view(_Watched), width)
+        if got is None:
+            raise ExerciseError(f"{where}: blocks_product returned None (a return statement missing?)")
+        got = _numbers_or_fail(got, where, "an array of numbers (x @ w)")
+        if not np.isfinite(got).all():
+            raise ExerciseError(f"{where}: the result holds NaN or infinite values; x @ w has none")
+        if got.shape != (rows, outer):
+            raise ExerciseError(f"{where}: expected a result of shape {(rows, outer)}, got {got.shape}. "
+                                "Does the last block, narrower than the others, go in too?")
+        if not np.allclose(got, x @ w, rtol=1e-4, atol=1e-4):
+            raise ExerciseError(f"{where}: the result differs from x @ w. Are the blocks joined side by "
+                                "side (columns), in order?")
+        if _Watched.widths and max(_Watched.widths) > width:
+            raise ExerciseError(f"{where}: a product took {max(_Watched.widths)} columns of w at once. "
+                                f"Multiply x by one block of at most {width} columns at a time, "
+                                "w[:, j:j + width], and join the results.")
+    passed("blocks_product is x @ w, computed one block of columns at a time.")

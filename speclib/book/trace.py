@@ -282,21 +282,28 @@ def trace_markdown(blocks: list[BlockTrace], digits: int = 3) -> str:
 TIMELINE_COLOURS = {"accepted": "#2ca02c", "rejected": "#d62728", "unjudged": "#c7c7c7",
                     "corrected": "#ff7f0e", "bonus": "#1f77b4", "target": "#9467bd", "plain": "#7f7f7f"}
 _LANES = {"plain": 0, "output": 1, "target": 2, "draft": 3}
+#: The timeline's size in inches: 675 pixels at 100 dpi, the book's column, so that its
+#: 9-point labels show at 9 pixels or more (tests/test_figures.py).
+TIMELINE_SIZE = (6.75, 3.0)
 
 
 def _printable(text: str) -> str:
     return {"\n": "\u23ce", " ": "\u2423"}.get(text, text)
 
 
-def timeline_boxes(blocks: list[BlockTrace], c: float = 0.1) -> list[tuple[str, float, float, str, int | None]]:
+def timeline_boxes(blocks: list[BlockTrace], c: float = 0.1,
+                   r: float | Callable[[int], float] = 1.0) -> list[tuple[str, float, float, str, int | None]]:
     """The boxes of a timeline of ``blocks``: ``(lane, start, width, kind, token)`` each.
 
-    Time is in units of one target pass; a draft pass costs ``c``.  Block after block: ``k``
-    draft passes (each box a drafted token, of kind ``"accepted"``, ``"rejected"`` or
-    ``"unjudged"``, the drafts after a rejection), then one target pass (lane ``"target"``),
-    whose end emits the block's tokens (lane ``"output"``: ``"accepted"``, ``"corrected"``
-    or ``"bonus"``).  Lane ``"plain"`` shows plain decoding making the same tokens, one
-    target pass each.
+    Time is in units of one target pass over one token; a draft pass costs ``c``, and a
+    verification pass over ``n`` tokens costs ``r(n)`` (a function) or ``r`` (a number, the
+    same for every step).  ``r = 1`` is the idealised memory-bound accelerator, where checking
+    ``k + 1`` tokens costs one pass; on a CPU it is measured (``speclib.lm.transformer.time_pass``).
+    Block after block: ``k`` draft passes (each box a drafted token, of kind ``"accepted"``,
+    ``"rejected"`` or ``"unjudged"``, the drafts after a rejection), then one target pass over
+    ``k + 1`` tokens (lane ``"target"``), whose end emits the block's tokens (lane ``"output"``:
+    ``"accepted"``, ``"corrected"`` or ``"bonus"``).  Lane ``"plain"`` shows plain decoding
+    making the same tokens, one one-token target pass each.
 
     Examples
     --------
@@ -309,6 +316,7 @@ def timeline_boxes(blocks: list[BlockTrace], c: float = 0.1) -> list[tuple[str, 
     from .._validate import as_real
 
     c = as_real(c, "c", low=0.0)
+    cost = _pass_cost(r)
     trace_tokens(blocks)  # checks the list
     boxes, t, n_out = [], 0.0, 0
     for b in blocks:
@@ -318,39 +326,57 @@ def timeline_boxes(blocks: list[BlockTrace], c: float = 0.1) -> list[tuple[str, 
             kind = "accepted" if i < n_acc else "rejected" if i == n_acc else "unjudged"
             boxes.append(("draft", t + i * c, c, kind, int(x)))
         t += k * c
-        boxes.append(("target", t, 1.0, "target", None))
+        verify = cost(k + 1)
+        boxes.append(("target", t, verify, "target", None))
         emitted = b.verification.tokens
-        width = 1.0 / max(1, emitted.size)
+        width = verify / max(1, emitted.size)
         for j, y in enumerate(emitted):
             kind = "accepted" if j < n_acc else "bonus" if j == k else "corrected"
             boxes.append(("output", t + j * width, width, kind, int(y)))
-        t += 1.0
+        t += verify
         n_out += emitted.size
     boxes += [("plain", float(j), 1.0, "plain", None) for j in range(n_out)]
     return boxes
 
 
+def _pass_cost(r) -> Callable[[int], float]:
+    """``r`` of :func:`timeline_boxes` as a function of the tokens in the pass, checked."""
+    from .._validate import as_real
+
+    if callable(r):
+        return lambda n: as_real(r(n), f"r({n})", low=0.0)
+    value = as_real(r, "r", low=0.0)
+    return lambda n: value
+
+
+def _tokens(n: int) -> str:
+    return f"{n} token" if n == 1 else f"{n} tokens"
+
+
 def plot_timeline(blocks: list[BlockTrace], c: float = 0.1, decode: Callable[[int], str] | None = None,
-                  ax=None, upto: int | None = None, title: str | None = None):
+                  ax=None, upto: int | None = None, title: str | None = None,
+                  r: float | Callable[[int], float] = 1.0):
     """Draw a traced generation as a timeline: draft passes, target passes, emitted tokens.
 
-    ``blocks`` come from :func:`speculative_trace`; ``c`` is a draft pass in units of one
-    target pass; ``decode`` turns a token id into the text printed in its box.  ``upto``
-    draws only the first ``upto`` blocks on the axes of the whole run (the frames of
-    :func:`timeline_animation`).  Returns the axes.
+    ``blocks`` come from :func:`speculative_trace`; ``c`` is a draft pass and ``r`` a
+    verification pass (a number, or a function of the tokens in the pass) in units of one
+    one-token target pass, as in :func:`timeline_boxes`; ``decode`` turns a token id into the
+    text printed in its box.  ``upto`` draws only the first ``upto`` blocks on the axes of the
+    whole run (the frames of :func:`timeline_animation`).  Returns the axes.
     """
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, Rectangle
 
-    boxes = timeline_boxes(blocks, c)
+    boxes = timeline_boxes(blocks, c, r)
+    cost = _pass_cost(r)
     decode = (lambda t: str(t)) if decode is None else decode
     if not callable(decode):
         raise TypeError(f"decode: expected a function from a token id to text, got {type(decode).__name__}")
     if ax is None:
-        _, ax = plt.subplots(figsize=(9, 2.8))
+        _, ax = plt.subplots(figsize=TIMELINE_SIZE)
     upto = len(blocks) if upto is None else as_int(upto, "upto", minimum=0, maximum=len(blocks))
-    end = sum(b.draft_tokens.size * c + 1.0 for b in blocks)
-    shown_end = sum(b.draft_tokens.size * c + 1.0 for b in blocks[:upto])
+    end = sum(b.draft_tokens.size * c + cost(b.draft_tokens.size + 1) for b in blocks)
+    shown_end = sum(b.draft_tokens.size * c + cost(b.draft_tokens.size + 1) for b in blocks[:upto])
     n_shown = sum(b.verification.tokens.size for b in blocks[:upto])
     for lane, start, width, kind, token in boxes:
         if start >= shown_end - 1e-12:
@@ -367,17 +393,17 @@ def plot_timeline(blocks: list[BlockTrace], c: float = 0.1, decode: Callable[[in
                     fontsize=9, family="monospace", color=TIMELINE_COLOURS[kind])
     plain_done = min(int(shown_end + 1e-9), sum(b.verification.tokens.size for b in blocks))
     for lane, count in (("output", n_shown), ("plain", plain_done)):
-        ax.text(end * 1.01, _LANES[lane], f"{count} tokens", va="center", fontsize=9)
-    ax.set_xlim(0, end * 1.12)
-    ax.set_ylim(-0.6, 3.6)
-    ax.set_yticks(list(_LANES.values()), ["plain decoding", "output", "target pass", "draft passes"])
-    ax.set_xlabel(f"time (target passes; one draft pass = {c:g})")
+        ax.text(end * 1.01, _LANES[lane], _tokens(count), va="center", fontsize=9)
+    ax.set_xlim(0, end * 1.2)
+    ax.set_ylim(-0.6, 4.1)
+    ax.set_yticks(list(_LANES.values()), ["plain", "output", "target", "draft"])
+    ax.set_xlabel("time, in one-token target passes")
     ax.set_title(title or (f"{len(blocks)} speculative steps, k = {blocks[0].draft_tokens.size}"
                            if blocks else "no steps"))
     legend = [Patch(color=TIMELINE_COLOURS[k], label=k) for k in
               ("accepted", "rejected", "unjudged", "corrected", "bonus")]
-    ax.legend(handles=legend, fontsize=9, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.32),
-              frameon=False)
+    ax.legend(handles=legend, fontsize=9, ncol=5, loc="upper center", bbox_to_anchor=(0.45, -0.3),
+              frameon=False, handlelength=1.0, columnspacing=1.0)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     return ax
@@ -398,7 +424,7 @@ def animation_html(anim) -> str:
 
 
 def timeline_animation(blocks: list[BlockTrace], c: float = 0.1, decode: Callable[[int], str] | None = None,
-                       interval: int = 900):
+                       interval: int = 900, r: float | Callable[[int], float] = 1.0, title: str | None = None):
     """:func:`plot_timeline` one block at a time, as a ``matplotlib.animation.FuncAnimation``.
 
     Frame ``i`` shows the first ``i`` blocks.  ``anim.to_jshtml()`` renders it as
@@ -409,12 +435,13 @@ def timeline_animation(blocks: list[BlockTrace], c: float = 0.1, decode: Callabl
 
     trace_tokens(blocks)
     interval = as_int(interval, "interval", minimum=1)
-    fig, ax = plt.subplots(figsize=(9, 2.8))
-    fig.subplots_adjust(bottom=0.32, left=0.16)
+    _pass_cost(r)  # checks it before any frame is drawn
+    fig, ax = plt.subplots(figsize=TIMELINE_SIZE)
+    fig.subplots_adjust(bottom=0.3, left=0.11, right=0.98)
 
     def frame(i: int):
         ax.clear()
-        plot_timeline(blocks, c, decode, ax=ax, upto=i)
+        plot_timeline(blocks, c, decode, ax=ax, upto=i, r=r, title=title)
         return []
 
     # frame i shows the first i steps; the first frame already shows one (an empty one says nothing)
