@@ -498,7 +498,7 @@ def test_check_lookup_proposal(capsys):
         check_lookup_proposal(lambda tokens, k: lookup_draft(tokens, k + 2))
     with pytest.raises(ExerciseError, match="propose nothing"):
         check_lookup_proposal(lambda tokens, k: lookup_draft(tokens, k) if len(tokens) > 3 else np.array([1]))
-    with pytest.raises(ExerciseError, match="not an array"):
+    with pytest.raises(ExerciseError, match="integer token ids"):
         check_lookup_proposal(lambda tokens, k: "abc")
 
 

@@ -1112,12 +1112,8 @@ def check_lookup_proposal(lookup_proposal) -> None:
              ([7, 7, 7, 7], 2), ([1, 2, 3], 3), ([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5], 3),
              ([2, 5, 2, 8, 2, 5, 2], 5)]
     for tokens, k in cases:
-        got = call_student(lookup_proposal, np.array(tokens), k)
         where = f"lookup_proposal({tokens}, k={k})"
-        try:
-            got = np.asarray(got, dtype=np.int64).reshape(-1)
-        except (TypeError, ValueError):
-            raise ExerciseError(f"{where} returned {got!r}, not an array of token ids.") from None
+        got = _token_array(call_student(lookup_proposal, np.array(tokens), k), where)
         want = lookup_draft(tokens, k)
         if np.array_equal(got, want):
             continue
