@@ -80,3 +80,18 @@ def test_shape_rows_price_a_measurement_with_the_cost_model():
         shape_rows([], {5: 1.0})
     with pytest.raises(TypeError, match="rows"):
         shape_table([m])
+
+
+def test_pooled_acceptance_interval_is_centred_on_the_pooled_rate():
+    from speclib.book.render import pooled_acceptance
+    from speclib.book.variant_tables import pooled_acceptance_interval
+
+    target, draft = markov_pair(vocab_size=6, draft_noise=0.5, seed=2)
+    prompts = [[0], [1, 2], [3], [4, 5, 0]]
+    value, low, high = pooled_acceptance_interval(target, draft, prompts, 40, 3, seed=1)
+    assert value == pytest.approx(pooled_acceptance(target, draft, prompts, 40, 3, seed=1))
+    assert low < value < high
+    same = pooled_acceptance_interval(target, target, prompts, 40, 3)  # a perfect draft: no spread
+    assert same == pytest.approx((1.0, 1.0, 1.0))
+    with pytest.raises(ValueError, match="prompts"):
+        pooled_acceptance_interval(target, draft, [[0]], 40, 3)

@@ -184,3 +184,36 @@ def steps_interval(steps, n_batches: int = 20, level: float = 0.95) -> tuple[flo
 
     ci = batch_means_interval(np.asarray(steps, dtype=float), n_batches, level)
     return ci.mean, ci.low, ci.high
+
+
+def pooled_acceptance_interval(target, draft, prompts: list, max_new_tokens: int, k: int, seed: int = 0,
+                               level: float = 0.95) -> tuple[float, float, float]:
+    """Accepted / verified drafts pooled over one generation per prompt, with a prompt-level interval.
+
+    The estimate is :func:`speclib.book.render.pooled_acceptance` (generation ``i`` uses the
+    seed ``seed + i``).  Drafts of one generation are correlated, so the interval treats each
+    prompt as one cluster: the ratio estimator's linearised standard error over prompts, with
+    a Student-t quantile on ``len(prompts) - 1`` degrees of freedom.  Returns ``(value, low, high)``.
+    """
+    from scipy import stats as _stats
+
+    from .render import trace_generation
+
+    if isinstance(prompts, (str, bytes, np.ndarray)) or not isinstance(prompts, (list, tuple)) or len(prompts) < 2:
+        raise ValueError("prompts: expected a list of at least two prompts (sequences of token ids)")
+    level = as_real(level, "level", low=0.0, high=1.0)
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level: must lie in (0, 1), got {level!r}")
+    acc, ver = [], []
+    for i, prompt in enumerate(prompts):
+        st = trace_generation(target, draft, prompt, max_new_tokens, k, seed + i).stats
+        acc.append(st.accepted)
+        ver.append(st.draft_verified)
+    acc, ver = np.asarray(acc, dtype=float), np.asarray(ver, dtype=float)
+    if ver.sum() == 0:
+        raise ValueError("prompts: no draft was verified (give max_new_tokens >= 1)")
+    ratio = acc.sum() / ver.sum()
+    n = acc.size
+    se = np.sqrt(n / (n - 1) * np.sum((acc - ratio * ver) ** 2)) / ver.sum()
+    half = _stats.t.ppf(0.5 + level / 2, n - 1) * se
+    return float(ratio), float(ratio - half), float(ratio + half)
