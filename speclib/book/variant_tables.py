@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validate import as_real
+from .._validate import MAX_NEW_TOKENS, as_int, as_real, as_tokens
 
 
 def below(value: float, bound: float = 1e-12) -> str:
@@ -201,6 +201,9 @@ def pooled_acceptance_interval(target, draft, prompts: list, max_new_tokens: int
 
     if isinstance(prompts, (str, bytes, np.ndarray)) or not isinstance(prompts, (list, tuple)) or len(prompts) < 2:
         raise ValueError("prompts: expected a list of at least two prompts (sequences of token ids)")
+    prompts = [as_tokens(p, f"prompts[{i}]", allow_empty=False) for i, p in enumerate(prompts)]
+    max_new_tokens = as_int(max_new_tokens, "max_new_tokens", minimum=0, maximum=MAX_NEW_TOKENS)
+    seed = as_int(seed, "seed", minimum=0)
     level = as_real(level, "level", low=0.0, high=1.0)
     if not 0.0 < level < 1.0:
         raise ValueError(f"level: must lie in (0, 1), got {level!r}")
