@@ -476,17 +476,30 @@ def test_check_multi_draft_acceptance(capsys):
         check_multi_draft_acceptance(lambda p, q, m: None)
 
 
-def test_check_keep_after_step(capsys):
-    from speclib.book.checks import ExerciseError, check_keep_after_step
+def test_check_lookup_proposal(capsys):
+    from speclib.book.checks import ExerciseError, check_lookup_proposal
+    from speclib.core.proposers import lookup_draft
 
-    check_keep_after_step(lambda prefix_length, n_accepted: prefix_length + n_accepted)
+    check_lookup_proposal(lambda tokens, k: lookup_draft(tokens, k))
     assert "\u2714" in capsys.readouterr().out
-    with pytest.raises(ExerciseError, match="keeps too much"):
-        check_keep_after_step(lambda n, a: n + a + 1)
-    with pytest.raises(ExerciseError, match="keeps too little"):
-        check_keep_after_step(lambda n, a: n)
-    with pytest.raises(ExerciseError, match="whole number"):
-        check_keep_after_step(lambda n, a: n + a + 0.0)
+
+    def first_occurrence(tokens, k):
+        tokens = list(tokens)
+        for n in (3, 2, 1):
+            tail = tokens[-n:]
+            for i in range(len(tokens) - n):
+                if tokens[i:i + n] == tail:
+                    return np.array(tokens[i + n:i + n + k])
+        return np.zeros(0, dtype=int)
+
+    with pytest.raises(ExerciseError, match="first earlier occurrence"):
+        check_lookup_proposal(first_occurrence)
+    with pytest.raises(ExerciseError, match="at most k"):
+        check_lookup_proposal(lambda tokens, k: lookup_draft(tokens, k + 2))
+    with pytest.raises(ExerciseError, match="propose nothing"):
+        check_lookup_proposal(lambda tokens, k: lookup_draft(tokens, k) if len(tokens) > 3 else np.array([1]))
+    with pytest.raises(ExerciseError, match="integer token ids"):
+        check_lookup_proposal(lambda tokens, k: "abc")
 
 
 # --- recursive rejection against the paper's algorithm (review of chapter 13) ----------------

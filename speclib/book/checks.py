@@ -1101,41 +1101,37 @@ def check_multi_draft_acceptance(multi_draft_acceptance) -> None:
     passed("multi_draft_acceptance matches speclib.core.variants.multi_draft_acceptance on every case.")
 
 
-@_expects("keep_after_step(prefix_length, n_accepted)")
-def check_keep_after_step(keep_after_step) -> None:
-    """Exercise ex-13-2: how many cached positions survive a step (prefix length, accepted drafts)."""
+@_expects("lookup_proposal(tokens, k)")
+def check_lookup_proposal(lookup_proposal) -> None:
+    """Exercise ex-14v-1: prompt lookup's proposal (the last 3, 2 or 1 tokens found earlier)."""
     import numpy as np
 
-    from ..core.variants import accepted_length, recurrent_pair
+    from ..core.proposers import lookup_draft
 
-    for prefix_length, n_accepted in [(10, 2), (5, 0), (7, 4), (1, 3)]:
-        got = call_student(keep_after_step, prefix_length, n_accepted)
-        where = f"keep_after_step({prefix_length}, {n_accepted})"
-        if not isinstance(got, (int, np.integer)) or isinstance(got, bool):
-            raise ExerciseError(f"{where} returned {got!r}, not a whole number of positions.")
-        want = accepted_length(prefix_length, n_accepted)
-        if got > want:
-            raise ExerciseError(f"{where} = {got} keeps too much: the cache would still hold the state of a "
-                                "token the target did not keep. Which tokens has a pass already read, and "
-                                "which of them survive?")
-        if got < want:
-            raise ExerciseError(f"{where} = {got} keeps too little: the cache would forget a token that was "
-                                "accepted, and the next pass would read the text from the wrong place.")
-    # A step that read the prefix and the drafts: rolled back by your rule, then fed the
-    # correction, the cache must equal a fresh computation on the text that was written.
-    target, _ = recurrent_pair(vocab_size=8, hidden_size=12, seed=2, draft_temperature=2.0)
-    rng = np.random.default_rng(0)
-    for n_accepted in range(4):
-        prefix, drafts = rng.integers(0, 8, size=5), rng.integers(0, 8, size=3)
-        cache = target.cache()
-        cache.extend(np.concatenate([prefix, drafts]))
-        keep = int(call_student(keep_after_step, prefix.size, n_accepted))
-        cache.rollback(min(len(cache), max(0, keep)))
-        written = np.concatenate([prefix, drafts[:n_accepted], [(drafts[min(n_accepted, 2)] + 1) % 8]])
-        cache.extend(written[len(cache):])
-        if not np.array_equal(cache.states, target.states(written)):
-            raise ExerciseError("after a rollback by your rule the cache does not equal a fresh computation on the text.")
-    passed("With your rollback the cache equals a fresh computation on the text that was written.")
+    cases = [([5, 6, 7, 8, 1, 5, 6], 3), ([1, 2, 3, 1, 2, 3, 1, 2], 4), ([4, 1, 2, 9, 1, 2, 7, 3, 1, 2], 2),
+             ([7, 7, 7, 7], 2), ([1, 2, 3], 3), ([3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5], 3),
+             ([2, 5, 2, 8, 2, 5, 2], 5)]
+    for tokens, k in cases:
+        where = f"lookup_proposal({tokens}, k={k})"
+        got = _token_array(call_student(lookup_proposal, np.array(tokens), k), where)
+        want = lookup_draft(tokens, k)
+        if np.array_equal(got, want):
+            continue
+        if got.size > k:
+            raise ExerciseError(f"{where} proposed {got.size} tokens; at most k = {k}.")
+        if not want.size:
+            raise ExerciseError(f"{where} = {got.tolist()}, but the last token never occurred earlier: "
+                                "propose nothing (an empty array).")
+        for n in (3, 2, 1):
+            tail, arr = tokens[-n:], np.array(tokens)
+            hits = [i for i in range(len(tokens) - n) if list(arr[i:i + n]) == tail]
+            if hits and np.array_equal(got, arr[hits[0] + n:hits[0] + n + k]) and hits[0] != hits[-1]:
+                raise ExerciseError(f"{where} = {got.tolist()} copies from the first earlier occurrence; "
+                                    f"the expected proposal {want.tolist()} follows the most recent one.")
+        raise ExerciseError(f"{where} = {got.tolist()}, expected {want.tolist()}. Try the longest tail "
+                            "first (3 tokens, then 2, then 1) and copy what followed its most recent "
+                            "earlier occurrence.")
+    passed("lookup_proposal matches speclib.core.proposers.lookup_draft on every case.")
 
 
 # --- Chapter 9: a real model pair

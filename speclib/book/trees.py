@@ -179,6 +179,7 @@ class ShapeMeasurement(NamedTuple):
     nodes_per_pass: float  #: drafted nodes scored per target pass
     draft_per_step: float  #: seconds of drafting per step, in units of t1 (one plain target pass)
     speedup: float  #: plain decoding's seconds / this shape's seconds, same prompts and lengths
+    steps: tuple = ()  #: tokens emitted by every step (one target pass each), all prompts in order
 
 
 def measure_shapes(target, draft_shapes: list[Shape], prompts: list, n_new: int, seed: int = 0):
@@ -201,7 +202,7 @@ def measure_shapes(target, draft_shapes: list[Shape], prompts: list, n_new: int,
     n_new = as_int(n_new, "n_new", minimum=1, maximum=MAX_NEW_TOKENS)
     seed = as_int(seed, "seed", minimum=0)
     plain_s, plain_passes, plain_model = 0.0, 0, 0.0
-    acc = {s.label: dict(seconds=0.0, tokens=0, passes=0, nodes=0, draft=0.0) for s in draft_shapes}
+    acc = {s.label: dict(seconds=0.0, tokens=0, passes=0, nodes=0, draft=0.0, steps=[]) for s in draft_shapes}
     with blas_threads(1):
         autoregressive_generate(target, prompts[0], 8, rng=seed)  # warm-up
         for i, prompt in enumerate(prompts):
@@ -223,10 +224,12 @@ def measure_shapes(target, draft_shapes: list[Shape], prompts: list, n_new: int,
                 a["passes"] += st.target_passes
                 a["nodes"] += st.scored_nodes
                 a["draft"] += timings.get("draft", 0.0)
+                a["steps"].extend(st.tokens_per_step)
     t1 = plain_model / plain_passes
     out = [ShapeMeasurement(s.label, s.budget, acc[s.label]["tokens"] / acc[s.label]["passes"],
                             acc[s.label]["nodes"] / acc[s.label]["passes"],
-                            acc[s.label]["draft"] / acc[s.label]["passes"] / t1, plain_s / acc[s.label]["seconds"])
+                            acc[s.label]["draft"] / acc[s.label]["passes"] / t1, plain_s / acc[s.label]["seconds"],
+                            tuple(acc[s.label]["steps"]))
            for s in draft_shapes]
     return t1, out
 
@@ -245,3 +248,46 @@ def predicted_speedup(tokens_per_pass: float, verify_ratio: float, draft_per_ste
     if verify_ratio + draft_per_step <= 0:
         raise ValueError("verify_ratio: a step must cost something (verify_ratio + draft_per_step > 0)")
     return tokens_per_pass / (verify_ratio + draft_per_step)
+
+
+class ShapeRow(NamedTuple):
+    """One row of the tree-cost table: a measured shape and what the cost model says of it."""
+
+    measured: ShapeMeasurement
+    verify_ratio: float  #: r(budget + 1), the cost of the target pass in single-token passes
+    model: float  #: the cost model's speed-up with the measured r
+    free: float  #: the cost model's speed-up if the pass cost nothing extra (r = 1)
+
+
+def shape_rows(measured: list, verify_ratio: dict) -> list[ShapeRow]:
+    """Price every measured shape with the cost model, at its measured ``r(budget + 1)`` and at ``r = 1``.
+
+    ``verify_ratio`` maps a pass's token count ``n`` to ``r(n)``; it must hold ``budget + 1``
+    for every shape.
+    """
+    if not isinstance(measured, (list, tuple)) or not measured or \
+            not all(isinstance(m, ShapeMeasurement) for m in measured):
+        raise TypeError("measured: expected a non-empty list of ShapeMeasurement")
+    if not isinstance(verify_ratio, dict):
+        raise TypeError(f"verify_ratio: expected a dict n -> r(n), got {type(verify_ratio).__name__}")
+    rows = []
+    for m in measured:
+        if m.budget + 1 not in verify_ratio:
+            raise ValueError(f"verify_ratio: no r({m.budget + 1}) for the shape {m.label!r}")
+        cost = float(verify_ratio[m.budget + 1])
+        rows.append(ShapeRow(m, cost, predicted_speedup(m.tokens_per_pass, cost, m.draft_per_step),
+                             predicted_speedup(m.tokens_per_pass, 1.0, m.draft_per_step)))
+    return rows
+
+
+def shape_table(rows: list) -> str:
+    """The Markdown table of :func:`shape_rows`: tokens per pass, r, drafting, measured and modelled speed-ups."""
+    if not isinstance(rows, (list, tuple)) or not all(isinstance(r, ShapeRow) for r in rows):
+        raise TypeError("rows: expected a list of ShapeRow (from shape_rows)")
+    lines = ["| nodes | shape | tokens / pass | r(n+1) | drafting / step | measured | model | if r = 1 |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        m = row.measured
+        lines.append(f"| {m.budget} | {m.label} | {m.tokens_per_pass:.2f} | {row.verify_ratio:.2f} "
+                     f"| {m.draft_per_step:.2f} | {m.speedup:.2f} | {row.model:.2f} | {row.free:.2f} |")
+    return "\n".join(lines)
