@@ -86,6 +86,10 @@ def test_parser_reads_metadata(tmp_path):
     assert (ex.chapter_title, ex.label, ex.title, ex.goal, ex.minutes, ex.kind) == (
         "Chapter X", "ex-x-1", "Count", "count passes", 5, "code")
     assert "- Count (`ex-x-1`). *code, ~5 min.* Goal: count passes." in instructor_table([ex])
+    asked = ex._replace(title="Why?", label="ex-x-2")
+    assert "- Why? (`ex-x-2`). *code" in instructor_table([asked])  # the label closes the name
+    linked = instructor_table([asked], links=True)
+    assert "<ex-x-2>`: Why? *code" in linked and "?." not in linked
 
 
 def test_parser_rejects_unknown_kind(tmp_path):

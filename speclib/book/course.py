@@ -158,7 +158,8 @@ def instructor_table(exercises: list[Exercise], links: bool = False) -> str:
         time = f"~{ex.minutes} min" if ex.minutes else "time not given"
         name = (f"{{numref}}`Exercise {{number}} <{ex.label}>`: {ex.title}" if links
                 else f"{ex.title} (`{ex.label}`)")
-        lines.append(f"- {name}. *{ex.kind or 'kind not given'}, {time}.* Goal: {goal}.")
+        stop = "" if name.endswith(("?", "!", ".")) else "."  # a title that is a question keeps its mark
+        lines.append(f"- {name}{stop} *{ex.kind or 'kind not given'}, {time}.* Goal: {goal}.")
     return "\n".join(lines).strip()
 
 
