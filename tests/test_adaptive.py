@@ -362,29 +362,6 @@ def test_controller_view_and_figures():
     plt.close("all")
 
 
-def _theory_controller(c, window):
-    from collections import deque
-
-    class TheoryK:
-        name = "theory k"
-
-        def __init__(self):
-            self.outcomes = deque(maxlen=window)
-
-        def draft_length(self):
-            if not self.outcomes:
-                return 1
-            return optimal_k(sum(self.outcomes) / len(self.outcomes), c, 16)
-
-        def keep_drafting(self, p, x):
-            return True
-
-        def update(self, n_drafted, n_accepted):
-            self.outcomes.extend([True] * n_accepted + [False] * int(n_accepted < n_drafted))
-
-    return TheoryK()
-
-
 def test_check_oracle_speedup(capsys):
     from speclib.book.checks import ExerciseError, check_oracle_speedup
 
@@ -404,31 +381,6 @@ def test_check_oracle_speedup(capsys):
 
     with pytest.raises(ExerciseError, match="NotImplementedError"):
         check_oracle_speedup(stub)
-
-
-def test_check_theory_controller(capsys):
-    from speclib.book.checks import ExerciseError, check_theory_controller
-
-    check_theory_controller(_theory_controller)
-    assert "\u2714" in capsys.readouterr().out
-
-    def counts_unjudged(c, window):
-        ctrl = _theory_controller(c, window)
-        ctrl.update = lambda d, a: ctrl.outcomes.extend([True] * a + [False] * (d - a))
-        return ctrl
-
-    with pytest.raises(ExerciseError, match="never judged|verified drafts only"):
-        check_theory_controller(counts_unjudged)
-
-    def always_four(c, window):
-        ctrl = _theory_controller(c, window)
-        ctrl.draft_length = lambda: 4
-        return ctrl
-
-    with pytest.raises(ExerciseError, match="first probe"):
-        check_theory_controller(always_four)
-    with pytest.raises(ExerciseError, match="draft_length"):
-        check_theory_controller(lambda c, window: object())
 
 
 # --- the monitor around a controller that may choose k = 0 (review of chapter 12) ------------

@@ -231,17 +231,6 @@ def test_a_function_that_can_take_the_arguments_is_not_refused():
         checks.expect_function(lambda d, p, q, rng: None, "verify(d, p, q, rng, *, bonus=True)")
 
 
-def test_the_controller_a_student_builds_is_checked_method_by_method():
-    from speclib.core.policies import FixedK
-
-    class NoArgs(FixedK):
-        def update(self):  # the loop calls update(n_drafted, n_accepted)
-            pass
-
-    text = _hint(checks.check_theory_controller, lambda c, window: NoArgs(2))
-    assert "update(n_drafted, n_accepted)" in text and "update method" in text
-
-
 # --- book helpers: the kind of object given -----------------------------------------------------
 
 def test_book_helpers_refuse_the_wrong_kind_of_object_naming_it():

@@ -1,11 +1,11 @@
-"""Self-checks of the exercises ex-10-2, ex-11-1 and ex-11-3 accept a right answer and explain wrong ones."""
+"""Self-checks of the exercises ex-10-2 and ex-11-3 accept a right answer and explain wrong ones."""
 
 import numpy as np
 import pytest
 
-from speclib.book.checks import (ExerciseError, check_fresh_coin_verifier, check_kept_rejection_two_tokens,
+from speclib.book.checks import (ExerciseError, check_kept_rejection_two_tokens,
                                  check_late_temperature_first_token)
-from speclib.core.sampling import Verification, sample_token, verify
+from speclib.core.sampling import sample_token
 from speclib.core.warping import warp_distribution
 
 
@@ -114,46 +114,3 @@ def test_kept_rejection_matches_the_faulty_verifier_by_sampling():
 def test_kept_rejection_rejects_wrong_answers(wrong, hint):
     with pytest.raises(ExerciseError, match=hint):
         check_kept_rejection_two_tokens(wrong)
-
-
-# --- ex-11-1: one coin for the whole block -------------------------------------------------------
-
-def shared_coin_verify(draft_tokens, p_draft, q_target, rng, *, bonus=True):
-    """The verifier under review in ex-11-1: one uniform number decides every draft."""
-    rng = np.random.default_rng(rng)
-    u, k = rng.random(), len(draft_tokens)
-    for i, x in enumerate(draft_tokens):
-        if u < min(1.0, q_target[i, x] / p_draft[i, x]):
-            continue
-        residual = np.maximum(q_target[i] - p_draft[i], 0.0)
-        return Verification(np.append(draft_tokens[:i], sample_token(residual / residual.sum(), rng)), i)
-    if not bonus:
-        return Verification(np.array(draft_tokens), k)
-    return Verification(np.append(draft_tokens, sample_token(q_target[k], rng)), k)
-
-
-def test_fresh_coin_accepts_verify(capsys):
-    check_fresh_coin_verifier(lambda t, p, q, rng, bonus=True: verify(t, p, q, rng, bonus=bonus))
-    assert "\u2714" in capsys.readouterr().out
-
-
-def test_fresh_coin_rejects_the_shared_coin():
-    with pytest.raises(ExerciseError, match="keeps both in"):
-        check_fresh_coin_verifier(shared_coin_verify)
-
-
-def test_fresh_coin_audit_catches_a_verifier_that_passes_the_block_test():
-    """A verifier with independent coins but the wrong correction is caught by the audit stage."""
-    def resample_from_q(draft_tokens, p_draft, q_target, rng, *, bonus=True):
-        return verify(draft_tokens, p_draft, q_target, rng, bonus=bonus, correct=lambda p, q: q)
-
-    with pytest.raises(ExerciseError, match="audit"):
-        check_fresh_coin_verifier(resample_from_q)
-
-
-@pytest.mark.parametrize("wrong, hint", [(stub, "NotImplementedError"),
-                                         (lambda *a, **k: [1, 2], "return a pair"),
-                                         (lambda *a, **k: (np.array([1]), 1.0), "expected an int")])
-def test_fresh_coin_rejects_malformed_answers(wrong, hint):
-    with pytest.raises(ExerciseError, match=hint):
-        check_fresh_coin_verifier(wrong)

@@ -948,46 +948,6 @@ def check_kept_rejection_two_tokens(kept_rejection_two_tokens) -> None:
     passed("kept_rejection_two_tokens matches the exact enumeration of the faulty step.")
 
 
-@_expects("fresh_coin_verify(draft_tokens, p_draft, q_target, rng, *, bonus=True)")
-def check_fresh_coin_verifier(fresh_coin_verify) -> None:
-    """Exercise ex-11-1: a repaired verifier that draws one uniform number per draft."""
-    import numpy as np
-
-    from . import broken
-    from ..core.audit import AUDIT_LEVEL, audit
-    from ..core.decoding import speculative_generate
-    from ..core.exact import target_sequence_distribution
-
-    # Each of two drafts is kept with probability 1/2; independent coins keep both in 1/4 of blocks.
-    p = np.array([[0.5, 0.5], [0.5, 0.5]])
-    q = np.array([[0.75, 0.25], [0.75, 0.25], [0.5, 0.5]])
-    n_blocks, both = 2000, 0
-    for seed in range(n_blocks):
-        out = call_student(fresh_coin_verify, np.array([1, 1]), p, q, np.random.default_rng(seed))
-        if not isinstance(out, tuple) or len(out) != 2:
-            raise ExerciseError(f"your verifier returned {_describe(out)}; return a pair (tokens, n_accepted) as "
-                                "verify() does")
-        n_accepted = out[1]
-        if isinstance(n_accepted, (bool, np.bool_)) or not isinstance(n_accepted, (int, np.integer)):
-            raise ExerciseError(f"your verifier returned n_accepted = {_describe(n_accepted)}; expected an int, "
-                                "the number of drafts kept")
-        both += int(n_accepted == 2)
-    # Binomial(2000, 1/4) has standard deviation 19.4; 5 standard deviations is far from both 500 and 1000.
-    if abs(both - n_blocks / 4) > 5 * np.sqrt(n_blocks * 0.25 * 0.75):
-        raise ExerciseError(f"with drafts [1, 1], each kept with probability 1/2, your verifier keeps both in "
-                            f"{both} of {n_blocks} blocks. Should keeping the first draft make keeping the second "
-                            "more likely?")
-    target, draft = broken.zoo_pair()
-    reference = target_sequence_distribution(target, [0], 3)
-    result = audit(lambda n, rng: speculative_generate(target, draft, [0], n, 2, rng, verifier=fresh_coin_verify),
-                   reference, n_samples=1500, rng=2024)
-    if not result.passed:
-        raise ExerciseError(f"the audit (k = 2, 1500 samples of 3 tokens) rejects your verifier: p-value "
-                            f"{result.pvalue:.2g} < {AUDIT_LEVEL:g}. Compare it with verify() line by line.")
-    passed(f"The repaired verifier keeps both drafts in {both} of {n_blocks} blocks and passes the audit "
-           f"(p-value {result.pvalue:.2f}).")
-
-
 # --- Chapters 12-13: adaptive draft length, production variants
 
 @_expects("oracle_speedup(accepted_per_step, c)")
@@ -1016,60 +976,6 @@ def check_oracle_speedup(oracle_speedup) -> None:
         raise ExerciseError(f"{where}: you returned {got:.6g}. For a step that accepted n drafts, which k "
                             "would you pick in hindsight, how many tokens would it emit, and at what cost?")
     passed("oracle_speedup matches speclib.core.adaptive.hindsight_oracle on every case.")
-
-
-def _reference_window_rate(updates, window):
-    from collections import deque
-
-    outcomes = deque(maxlen=window)
-    for drafted, accepted in updates:
-        outcomes.extend([True] * accepted + [False] * int(accepted < drafted))
-    return sum(outcomes) / len(outcomes) if outcomes else None
-
-
-@_expects("make_controller(c, window)")
-def check_theory_controller(make_controller) -> None:
-    """Exercise ex-12-2: a controller that drafts ``optimal_k(rolling acceptance, c)`` tokens."""
-    import numpy as np
-
-    from ..core.adaptive import Controller
-    from ..core.decoding import speculative_generate
-    from ..lm.models import markov_pair
-    from ..core.theory import optimal_k
-
-    for c, window in [(0.1, 10), (0.3, 6)]:
-        ctrl = call_student(make_controller, c, window)
-        if not isinstance(ctrl, Controller):
-            raise ExerciseError("make_controller must return an object with a name and the methods "
-                                "draft_length(), keep_drafting(p, x) and update(n_drafted, n_accepted).")
-        for method, signature in (("draft_length", "draft_length()"), ("keep_drafting", "keep_drafting(p, x)"),
-                                  ("update", "update(n_drafted, n_accepted)")):
-            expect_function(getattr(ctrl, method), signature, "check_theory_controller (the controller's "
-                            f"{method} method)")
-        first = call_student(ctrl.draft_length)
-        if first != 1:
-            raise ExerciseError(f"before any draft was verified, draft_length() returned {first!r}; "
-                                "the exercise asks for 1, a first probe.")
-        rng = np.random.default_rng(int(c * 100) + window)
-        updates = []
-        for _ in range(30):
-            drafted = int(rng.integers(1, 6))
-            accepted = int(rng.integers(0, drafted + 1)) if rng.random() < 0.7 else drafted
-            updates.append((drafted, accepted))
-            call_student(ctrl.update, drafted, accepted)
-            want = optimal_k(_reference_window_rate(updates, window), c, 16)
-            got = call_student(ctrl.draft_length)
-            if got != want:
-                hint = ("only the accepted drafts and the first rejected one of each step were verified; "
-                        "the drafts after a rejection were never judged") if accepted < drafted - 1 else \
-                       f"the estimate covers the last {window} verified drafts only"
-                raise ExerciseError(f"after the updates {updates[-4:]} (most recent last) draft_length() returned "
-                                    f"{got!r}, not what optimal_k gives for the rolling rate; {hint}.")
-    target, draft = markov_pair(vocab_size=8, draft_noise=0.3, seed=0)
-    tokens, _ = speculative_generate(target, draft, [0], 50, call_student(make_controller, 0.1, 20), rng=0)
-    if len(tokens) != 50:
-        raise ExerciseError("speculative_generate with your controller as k did not produce 50 tokens.")
-    passed("Your controller follows optimal_k of the rolling acceptance rate and runs in speculative_generate.")
 
 
 @_expects("multi_draft_acceptance(p, q, m)")
@@ -1268,43 +1174,6 @@ def check_outside_ms(outside_ms) -> None:
                         "run pay for? Subtract both from the measured time.")
             raise ExerciseError(f"{where}: you returned {got:.4f}. {hint}")
     passed("outside_ms agrees with speclib.book.hf_bench.outside_ms_per_token on every case tried.")
-
-
-@_expects("rows_over_vocabulary(logits, V)")
-def check_rows_over_vocabulary(rows_over_vocabulary) -> None:
-    """Exercise ex-14-2: ``rows_over_vocabulary(logits, V)``, rows over the first ``V`` of padded logits."""
-    import numpy as np
-
-    from ..lm.transformer import softmax_rows
-
-    rng = np.random.default_rng(3)
-    big = rng.normal(0.0, 3.0, size=(4, 12))
-    big[:, 10:] += 5.0  # padding columns more likely than the real ids: slicing after the softmax loses most
-    cases = [(rng.normal(0.0, 3.0, size=(5, 105)), 97), (rng.normal(0.0, 2.0, size=(3, 8)), 8),
-             (big, 10), (800.0 + rng.normal(0.0, 1.0, size=(2, 20)), 16)]
-    for logits, vocab in cases:
-        n, width = logits.shape
-        where = f"for logits of shape {logits.shape} and V = {vocab}"
-        got = _numbers_or_fail(call_student(rows_over_vocabulary, logits.copy(), vocab), where,
-                               "an array of probabilities")
-        if got.shape == logits.shape and width != vocab:
-            raise ExerciseError(f"{where}: you returned rows over all {width} columns. The last "
-                                f"{width - vocab} are padding, not ids of the tokenizer.")
-        if got.shape != (n, vocab):
-            raise ExerciseError(f"{where}: expected rows of shape ({n}, {vocab}), got shape {got.shape}")
-        if not np.isfinite(got).all():
-            raise ExerciseError(f"{where}: your rows contain NaN or infinity. exp of a large logit "
-                                "overflows: what can you subtract from each row first?")
-        if (got < 0).any():
-            raise ExerciseError(f"{where}: your rows have a negative entry, which no probability is")
-        sums = got.sum(axis=1)
-        if np.abs(sums - 1).max() > 1e-9:
-            raise ExerciseError(f"{where}: your rows sum to between {sums.min():.4g} and {sums.max():.4g}, "
-                                "not 1. Where did the missing mass go?")
-        if not np.allclose(got, softmax_rows(logits[:, :vocab]), rtol=1e-9, atol=1e-12):
-            raise ExerciseError(f"{where}: your rows sum to 1 but are not the softmax of the real ids' "
-                                "logits. Which columns are the real ids?")
-    passed("rows_over_vocabulary gives the softmax over the real ids on every case tried.")
 
 
 # --- Chapter 9b: better drafts -------------------------------------------------------------
