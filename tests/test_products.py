@@ -12,7 +12,8 @@ import pytest
 
 from speclib.lm import kernel, products
 from speclib.lm.drafters import DRAFTER_FILES, load_drafter_model
-from speclib.lm.products import LONG_CANDIDATES, MAX_ROWS, ROW_COUNTS, STRATEGIES, Product, candidates, measured_plans
+from speclib.lm.products import (LONG_CANDIDATES, MAX_ROWS, ROW_COUNTS, STRATEGIES, Product, candidates,
+                                  choose_plan, measured_plans)
 from speclib.lm.transformer import TransformerConfig, load_pair, random_transformer
 
 needs_numba = pytest.mark.skipif(not kernel.available(), reason="the compiled kernels need numba")
@@ -89,8 +90,9 @@ def test_plan_chooses_from_the_candidates_for_every_row_count():
     info = measured_plans()[48, 50]
     assert info["plan"] == plan and info["seconds"].shape == (len(ROW_COUNTS), len(info["names"]))
     assert np.all(info["seconds"][:MAX_ROWS] > 0)
-    # the measured choice is the fastest measured strategy for each row count
-    assert [info["names"][j] for j in np.nanargmin(info["seconds"], axis=1)] == list(plan)
+    # the measured choice is choose_plan's reading of the measured table: the fastest strategy,
+    # with one row at a time priced at no more than n times the fastest one-row product
+    assert choose_plan(info["seconds"], tuple(info["names"])) == plan
 
 
 def test_environment_limits_the_candidates(monkeypatch):

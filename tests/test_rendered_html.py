@@ -105,12 +105,12 @@ def test_no_code_block_scrolls_sideways(reports):
 
 
 def test_instructors_page_links_every_exercise_by_its_number(html_root):
-    """Each row of the instructors' table links to its exercise and reads "Exercise N" as the exercise does."""
+    """Each item of the instructors' exercise list links to its exercise and reads "Exercise N" as the exercise does."""
     from speclib.book.course import book_exercises
 
     exercises = book_exercises(ROOT)
     table = BeautifulSoup((html_root / "book/instructors.html").read_text(encoding="utf-8"), "html.parser")
-    links = {a["href"].split("#")[-1]: (a["href"], a.get_text(strip=True)) for a in table.select("table a[href*='#ex-']")}
+    links = {a["href"].split("#")[-1]: (a["href"], a.get_text(strip=True)) for a in table.select("li a[href*='#ex-']")}
     assert len(links) == len(exercises), f"{len(links)} links for {len(exercises)} exercises"
     pages: dict[str, BeautifulSoup] = {}
     for ex in exercises:
