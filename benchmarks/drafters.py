@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/drafters.py                  # all drafters, k = 1..8, code, T = 1
     .venv/bin/python benchmarks/drafters.py --json out.json  # also write the figures
     .venv/bin/python benchmarks/drafters.py --drafters medusa eagle --reps 2
+    .venv/bin/python benchmarks/drafters.py --compiled       # every network's pass compiled (numba)
 
 For each drafter of :func:`speclib.lm.drafters.load_drafter`, one
 :func:`speclib.book.wallclock.wallclock_experiment` times plain decoding and speculative
@@ -15,8 +16,10 @@ for Medusa one pass evaluates all heads), ``r(k+1)`` and tokens per target pass.
 
 For Medusa and EAGLE the target is ``drafter.target``, whose cache also keeps the hidden
 states, in the plain runs too (one copy of ``d_model`` floats per token, negligible).
-Prints ratios and asserts nothing: the goal (1.5x at the best ``k`` on code at T = 1) is
-reported, not tested.
+With ``--compiled`` the target and every network drafter run their passes as one compiled
+call each (``Transformer.compiled``), plain decoding included: the same arithmetic without
+numpy's overhead per operation.  Prints ratios and asserts nothing: the goal (1.5x at the
+best ``k`` on code at T = 1) is reported, not tested.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import time
 
 import numpy as np
 
-from speclib.book.wallclock import wallclock_experiment
+from speclib.book.wallclock import processor_summary, wallclock_experiment
 from speclib.lm.corpora import load_corpus, shared_vocabulary
 from speclib.lm.drafters import DATA_DIR, DRAFTER_FILES, DRAFTER_NAMES, load_drafter
 
@@ -47,11 +50,11 @@ def prompts_at_line_starts(domain: str, n_prompt: int, fractions=(0.2, 0.5, 0.8)
 
 
 def measure(names, domain: str, temperature: float, ks, n_prompt: int, n_new: int, reps: int,
-            seed: int = 0) -> dict:
+            seed: int = 0, compiled: bool = False) -> dict:
     prompts = prompts_at_line_starts(domain, n_prompt)
     out = {}
     for name in names:
-        drafter = load_drafter(name, temperature, domain)
+        drafter = load_drafter(name, temperature, domain, compiled=compiled)
         t0 = time.perf_counter()
         run = wallclock_experiment(drafter.target, drafter, prompts, n_new=n_new, ks=ks, reps=reps, seed=seed)
         s = run.speedups()
@@ -104,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt-chars", type=int, default=40)
     parser.add_argument("--new-tokens", type=int, default=100)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--compiled", action="store_true", help="run every network's pass compiled (numba)")
     parser.add_argument("--json", metavar="PATH", help="write the figures as JSON")
     args = parser.parse_args(argv)
     names = [n for n in args.drafters if n not in DRAFTER_FILES or (DATA_DIR / DRAFTER_FILES[n]).is_file()]
@@ -112,14 +116,16 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{args.domain}, T = {args.temperature:g}, k = {args.ks}, {args.reps} repetitions x 3 prompts of "
           f"{args.prompt_chars} characters, {args.new_tokens} new tokens; load average {load:.1f} "
-          f"on {os.cpu_count()} cores")
+          f"on {os.cpu_count()} cores; passes {'compiled' if args.compiled else 'numpy'}")
+    print(processor_summary())
     results = measure(names, args.domain, args.temperature, args.ks, args.prompt_chars, args.new_tokens,
-                      args.reps)
+                      args.reps, compiled=args.compiled)
     print(report(results))
     if args.json:
         meta = {"domain": args.domain, "temperature": args.temperature, "reps": args.reps,
                 "prompts": 3, "prompt_chars": args.prompt_chars, "new_tokens": args.new_tokens,
                 "load_average_at_start": load, "load_average_at_end": os.getloadavg()[0],
+                "passes": "compiled" if args.compiled else "numpy", "processor": processor_summary(),
                 "python": platform.python_version(), "numpy": np.__version__,
                 "time": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
         with open(args.json, "w") as fh:

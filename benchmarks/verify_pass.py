@@ -8,7 +8,9 @@ An isolated cached pass (speclib.lm.transformer.strategy_pass_times): a cache ho
 tokens is extended by ``n`` tokens and rolled back, on one BLAS thread, every strategy and
 token count interleaved in random order in one run, so the ratios share the machine's slow
 spells.  ``r(n)`` is the median pass over ``n`` tokens divided by the median one-token pass of
-the measured choice (what plain decoding pays per token).  The first line names the
+the measured choice (what plain decoding pays per token); for ``compiled`` (the whole pass as
+one numba call, ``Transformer.compiled``) by its own one-token pass, which is what plain
+decoding pays when it runs compiled too.  The first line names the
 processor, the BLAS kernel and whether the environment forced it.
 
 Prints ratios and asserts nothing; the goals of the issues that asked for this are reported:
@@ -35,7 +37,7 @@ COUNTS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 16)
 
 def measure(repeats: int, seed: int = 0) -> dict:
     target, _ = load_pair()
-    strategies = [None, *candidates()]
+    strategies = [None, *candidates()] + (["compiled"] if "kernel" in candidates() else [])
     t0 = time.perf_counter()
     times = strategy_pass_times(target, strategies, COUNTS, repeats=repeats, seed=seed)
     t1 = float(times[None].median[0])
@@ -43,10 +45,11 @@ def measure(repeats: int, seed: int = 0) -> dict:
            "strategies": {}}
     for s, pt in times.items():
         q25, q75 = np.percentile(pt.seconds, [25, 75], axis=0)
+        unit = float(pt.median[0]) if s == "compiled" else t1  # the compiled pass against its own one-token pass
         out["strategies"]["measured choice" if s is None else s] = {
             "median_ms": (1e3 * pt.median).round(4).tolist(),
-            "r": (pt.median / t1).round(3).tolist(),
-            "r_q25": (q25 / t1).round(3).tolist(), "r_q75": (q75 / t1).round(3).tolist(),
+            "r": (pt.median / unit).round(3).tolist(),
+            "r_q25": (q25 / unit).round(3).tolist(), "r_q75": (q75 / unit).round(3).tolist(),
         }
     out["plans"] = {f"{a}x{b}": list(info["plan"]) for (a, b), info in measured_plans().items()
                     if (a, b) in {p.w.shape for p in target._products.values()}}
@@ -64,6 +67,13 @@ def goals(result: dict, kernel_name: str | None) -> list[str]:
         ok4, ok9 = r[4] <= 1.3, r[9] <= 1.8
         lines.append(f"with the kernel: r(4) = {r[4]:.2f} ({'meets' if ok4 else 'misses'} <= 1.3), "
                      f"r(9) = {r[9]:.2f} ({'meets' if ok9 else 'misses'} <= 1.8)")
+    if "compiled" in result["strategies"]:
+        c = dict(zip(result["counts"], result["strategies"]["compiled"]["r"]))
+        ms = result["strategies"]["compiled"]["median_ms"][0]
+        lines.append(f"the compiled pass (one-token pass {ms:.3f} ms, against the numpy one's {result['t1_ms']:.3f}): "
+                     f"r(4) = {c[4]:.2f} ({'meets' if c[4] <= 1.3 else 'misses'} <= 1.3), "
+                     f"r(9) = {c[9]:.2f} ({'meets' if c[9] <= 1.8 else 'misses'} <= 1.8), in units of its own "
+                     f"one-token pass")
     return lines
 
 

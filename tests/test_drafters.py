@@ -387,3 +387,46 @@ def test_one_token_prompts_are_exact(make):
     drafter = make(target)
     tokens, stats = speculative_generate(drafter.target, drafter, [2], 6, 2, rng=0)
     assert tokens.size == 6 and stats.k_per_step[0] == 0
+
+
+def test_training_time_test_unrolls_what_the_loop_drafts(training):
+    """Unroll step u at entry j is EAGLE's u-th draft from the target's states up to j - u + 1.
+
+    Reference: the plain forward pass re-run on the growing chain (the target's states, then
+    each prediction appended as the next entry's state), as the loop feeds the drafter.  The
+    negative control feeds the reference the target's state where the chain has its own
+    prediction, and must differ.
+    """
+    import torch
+
+    torch.manual_seed(0)
+    eag = training.Eagle(16, 7, 12, 8, 2, seed=0)
+    with torch.no_grad():
+        for p in eag.parameters():
+            p.add_(torch.randn(p.shape) * 0.3)  # away from the near-zero start, where steps look alike
+        f = torch.randn(2, 11, 16)
+        emb = torch.randn(2, 10, 16)  # entry j's embedding (of token j + 1)
+        preds = eag.unrolled(f[:, :-1], emb, 4)
+        assert torch.allclose(preds[0], eag(f[:, :-1], emb), atol=1e-5)
+        worst, control = 0.0, float("inf")
+        for u in range(2, 5):
+            for j in range(u - 1, 10):
+                chain = f[:, :j - u + 2]
+                for _ in range(u - 1):
+                    chain = torch.cat([chain, eag(chain, emb[:, :chain.shape[1]])[:, -1:]], 1)
+                want = eag(chain, emb[:, :j + 1])[:, -1]
+                worst = max(worst, float((preds[u - 1][:, j] - want).abs().max()))
+                teacher = eag(f[:, :j + 1], emb[:, :j + 1])[:, -1]
+                control = min(control, float((preds[u - 1][:, j] - teacher).abs().max()))
+    assert worst < 1e-5
+    assert control > 1e-3
+
+
+def test_training_time_test_trains(training, tiny_setup, tmp_path, monkeypatch):
+    """With an unroll depth the EAGLE loss is the mean over steps, and training still runs and loads."""
+    monkeypatch.setitem(training.SETTINGS, "eagle", dict(training.SETTINGS["eagle"], ttt_depth=3, tv_weight=1.0))
+    path = _train(training, tiny_setup, "eagle", tmp_path / "ttt")
+    target = tiny_setup[0]
+    drafter = load_drafter("eagle", 1.0, target=target, path=path)
+    tokens, _ = speculative_generate(drafter.target, drafter, [1, 2, 3], 20, k=3, rng=0)
+    assert tokens.size == 20

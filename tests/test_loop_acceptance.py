@@ -87,3 +87,26 @@ def test_loop_acceptance_names_bad_arguments():
     with pytest.raises(ValueError, match="k: must be >= 1"):
         loop_acceptance("pair", k=0, **SMALL)
     assert load_drafter("pair").target is not None
+
+
+def test_draft_costs_time_one_token_passes_against_the_targets():
+    from speclib.lm.drafters import draft_costs
+
+    costs = draft_costs(["pair", "medusa"], n_prompts=2, n_new=12, prompt_chars=16)
+    for name, cost in costs.items():
+        assert cost.draft_passes_timed > 0 and cost.target_passes_timed == 2 * 11
+        assert cost.c == pytest.approx(cost.draft_pass_ms / cost.target_pass_ms)
+        # a one-token pass of a drafter a tenth of the target's size is far cheaper than the target's;
+        # a drafter timed on the target's passes (a wrong filter) would give c near 1
+        assert 0.0 < cost.c < 0.7, name
+        assert set(cost.summary()) == {"c", "draft_pass_ms", "target_pass_ms", "draft_passes_timed",
+                                       "target_passes_timed"}
+
+
+def test_draft_costs_names_bad_arguments():
+    from speclib.lm.drafters import draft_costs
+
+    with pytest.raises(ValueError, match="names"):
+        draft_costs([])
+    with pytest.raises(ValueError, match="name: unknown drafter"):
+        draft_costs(["bogus"], n_prompts=1, n_new=2)

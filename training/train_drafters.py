@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import sys
 import time
@@ -62,7 +63,7 @@ from train_transformer import (  # noqa: E402  (the pair's data, model and expor
 )
 
 from speclib.lm.corpora import shared_vocabulary  # noqa: E402
-from speclib.lm.drafters import DRAFTER_FILES, save_weights  # noqa: E402
+from speclib.lm.drafters import DRAFTER_FILES, draft_costs, loop_acceptance, save_weights  # noqa: E402
 from speclib.lm.transformer import (  # noqa: E402
     DATA_DIR,
     Transformer,
@@ -76,16 +77,22 @@ EXIT_LAYER = 1
 #: Training settings of each drafter (``steps`` sized for a few minutes of one core each).
 SETTINGS = {
     "medusa": dict(heads=4, steps=400, batch=16, lr=2e-3, warmup=30, decay=0.8),
-    "eagle": dict(d_model=128, n_heads=4, steps=1500, batch=16, lr=3e-3, warmup=50, noise=0.1, ce_weight=0.0,
-                  soft_weight=1.0),
+    "eagle": dict(d_model=128, n_heads=4, steps=7000, batch=16, lr=3e-3, warmup=100, noise=0.1, ce_weight=0.0,
+                  soft_weight=1.0, tv_weight=1.0, ttt_depth=4, ttt_decay=1.0),
     "early-exit": dict(exit_layer=EXIT_LAYER, steps=300, batch=32, lr=3e-3, warmup=30),
     "distilled": dict(steps=600, batch=32, lr=1e-3, warmup=50, init="the shipped draft (neural_draft.npz)"),
 }
-#: Training windows on which the target's outputs are computed (evenly spaced over the text):
-#: 1500 of the 10,061 (192,000 characters), because the target's pass over them is the
-#: costliest part on a shared two-core machine.
-WINDOWS = 1500
+#: Training windows on which the target's outputs are computed (evenly spaced over the text);
+#: None: all of them (10,061 windows, the whole 1.3 million training characters).
+WINDOWS = None
 ORDER = ("medusa", "eagle", "early-exit", "distilled")
+#: The loop in which ``--evaluate`` measures each drafter's acceptance (``loop_acceptance``).
+LOOP_RUN = dict(domain="code", temperature=1.0, k=4, n_prompts=200, n_new=100, prompt_chars=40, seed=0)
+#: The loop in which ``--evaluate`` times each drafter's pass against the target's (``draft_costs``).
+COST_RUN = dict(domain="code", temperature=1.0, k=4, n_prompts=20, n_new=100, prompt_chars=40, seed=0)
+COST_HOW = ("median one-token draft pass inside speculative decoding (k = 4, temperature 1) over the median "
+            "one-token pass of the numpy target inside plain cached decoding, both numpy, on one BLAS thread, "
+            "all drafters interleaved prompt by prompt over held-out code prompts (speclib.lm.drafters.draft_costs)")
 #: Temperatures at which the held-out acceptance is recorded.
 TEMPERATURES = (0.0, 0.7, 1.0)
 CHECKPOINT_EVERY = 100
@@ -163,6 +170,48 @@ class Eagle(torch.nn.Module):
         z = torch.cat([feature, embedding], dim=-1) @ self.fc_w + self.fc_b
         return self.core.final_norm(self.core.blocks(z)) @ self.out_w + self.out_b
 
+    def unrolled(self, feature: torch.Tensor, embedding: torch.Tensor, depth: int) -> list[torch.Tensor]:
+        """The drafter's predictions at unroll steps ``1 .. depth`` (training-time test).
+
+        Entry ``j`` reads ``(f_j, e(x_{j+1}))`` and predicts ``f_{j+1}``.  Step 1 reads the
+        target's states (what ``forward`` computes).  Step ``u`` reads, at entry ``j``, the
+        drafter's own step ``u - 1`` prediction of ``f_j`` and attends as the loop's ``u``-th
+        draft does: to the entries built from the target's states up to ``j - u + 1``, then
+        to the draft entries the chain from there built at steps ``2 .. u`` (entry ``i``'s
+        key from step ``u - (j - i)``).  Entries ``j < u - 1`` have no such chain (ignored
+        by the loss).  EAGLE-3 and HASS train this way, so that later drafts are trained on
+        the drafter's own states, as the loop feeds them.
+        """
+        p = lambda n: self.core.p(f"h0.{n}")  # noqa: E731
+        cfg = self.core.config
+        b, t, _ = feature.shape
+        h, dh, d = cfg.n_heads, cfg.head_dim, cfg.d_model
+        j = torch.arange(t)
+        lag = j[:, None] - j[None, :]  # j - i
+        causal = lag >= 0
+        keys, values, preds = [], [], []
+        feat = feature
+        for u in range(1, depth + 1):
+            if u > 1:  # entry j reads the previous step's prediction of f_j (entry 0 keeps f_0)
+                feat = torch.cat([feature[:, :1], preds[-1][:, :-1]], dim=1)
+            x = torch.cat([feat, embedding], dim=-1) @ self.fc_w + self.fc_b
+            a = F.layer_norm(x, (d,), p("ln1.g"), p("ln1.b"), eps=1e-5) @ p("attn.w_qkv") + p("attn.b_qkv")
+            q, k, v = a.view(b, t, 3, h, dh).permute(2, 0, 3, 1, 4)
+            keys.append(k)
+            values.append(v)
+            step_of_key = (u - lag).clamp(min=1)  # which step's key entry i holds for query j
+            scores = torch.zeros(b, h, t, t)
+            for m in range(1, u + 1):
+                scores = scores + torch.where(step_of_key == m, q @ keys[m - 1].transpose(-1, -2), 0.0)
+            scores = (scores / math.sqrt(dh)).masked_fill(~causal, float("-inf"))
+            att = F.softmax(scores, dim=-1)
+            y = sum(torch.where(step_of_key == m, att, 0.0) @ values[m - 1] for m in range(1, u + 1))
+            x = x + (y.transpose(1, 2).reshape(b, t, d) @ p("attn.w_o") + p("attn.b_o"))
+            m_ = F.layer_norm(x, (d,), p("ln2.g"), p("ln2.b"), eps=1e-5) @ p("mlp.w_up") + p("mlp.b_up")
+            x = x + (F.gelu(m_, approximate="tanh") @ p("mlp.w_down") + p("mlp.b_down"))
+            preds.append(self.core.final_norm(x) @ self.out_w + self.out_b)
+        return preds
+
     def parameters_used(self) -> list[torch.nn.Parameter]:
         """Everything but the core's unused token and position embeddings."""
         return [p for n, p in self.named_parameters() if n not in ("core.wte", "core.wpe")]
@@ -239,14 +288,23 @@ def losses(name: str, module, s: dict, out: dict, idx: torch.Tensor, gen: torch.
         feat_in = f[:, :-1]
         if gen is not None and s["noise"] > 0:
             feat_in = feat_in + (torch.rand(feat_in.shape, generator=gen) * 2 - 1) * s["noise"]
-        pred = module(feat_in, wte[tok[:, 1:b]])
-        loss = F.smooth_l1_loss(pred, f[:, 1:])
-        if s["ce_weight"]:
-            loss = loss + s["ce_weight"] * F.cross_entropy((pred @ wte.T).reshape(-1, wte.shape[0]),
-                                                           tok[:, 2:].reshape(-1))
-        if s.get("soft_weight"):  # the target's own row for the same token: what acceptance compares
-            loss = loss + s["soft_weight"] * _soft_ce(pred @ wte.T, f[:, 1:] @ wte.T)
-        return loss
+        depth = s.get("ttt_depth", 1)
+        preds = module.unrolled(feat_in, wte[tok[:, 1:b]], depth) if depth > 1 else [module(feat_in, wte[tok[:, 1:b]])]
+        total, weights = 0.0, 0.0
+        for u, pred in enumerate(preds, start=1):  # step u: entries j >= u - 1 (a chain from j - u + 1)
+            pred, want = pred[:, u - 1:], f[:, u:]
+            loss = F.smooth_l1_loss(pred, want)
+            if s["ce_weight"]:
+                loss = loss + s["ce_weight"] * F.cross_entropy((pred @ wte.T).reshape(-1, wte.shape[0]),
+                                                               tok[:, u + 1:].reshape(-1))
+            if s.get("soft_weight"):  # the target's own row for the same token: what acceptance compares
+                loss = loss + s["soft_weight"] * _soft_ce(pred @ wte.T, want @ wte.T)
+            if s.get("tv_weight"):  # 1 - sum min(p, q): one minus the acceptance of this draft
+                diff = F.softmax(pred @ wte.T, -1) - F.softmax(want @ wte.T, -1)
+                loss = loss + s["tv_weight"] * 0.5 * diff.abs().sum(-1).mean()
+            w = s.get("ttt_decay", 1.0) ** (u - 1)
+            total, weights = total + w * loss, weights + w
+        return total / weights
     target_logits = f @ wte.T
     if name == "early-exit":
         return _soft_ce(module(out["early"][idx].float()), target_logits)
@@ -357,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (results depend on it)")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     parser.add_argument("--steps", type=int, default=None, help="override the number of steps (a quick try)")
-    parser.add_argument("--windows", type=int, default=WINDOWS, help="training windows (evenly spaced)")
+    parser.add_argument("--windows", type=int, default=WINDOWS, help="training windows (evenly spaced; default all)")
     parser.add_argument("--evaluate", action="store_true",
                         help="train nothing: record the held-out figures of the shipped drafters (numpy)")
     args = parser.parse_args(argv)
@@ -369,13 +427,17 @@ def main(argv: list[str] | None = None) -> int:
     heldout = {d: vocab.encode(t) for d, t in heldout_slices().items()}
     names = ORDER if "all" in args.drafter else args.drafter
     if args.evaluate:
-        for name in (["pair"] if "all" in args.drafter else []) + list(names):
+        evaluated = (["pair"] if "all" in args.drafter else []) + list(names)
+        costs = draft_costs(evaluated, **COST_RUN)
+        for name in evaluated:
             path = DATA_DIR / ("neural_draft.npz" if name == "pair" else DRAFTER_FILES[name])
             figures = heldout_figures(name, target, path, heldout)
+            figures["loop_acceptance"] = dict(loop_acceptance(name, **LOOP_RUN).summary(), **LOOP_RUN)
+            figures["cost"] = dict(costs[name].summary(), how=COST_HOW)
             print(name, figures, flush=True)
             metrics = json.loads(METRICS_FILE.read_text())
             if name == "pair":  # the shipped separate draft, for comparison (trained by train_transformer.py)
-                metrics.setdefault("drafters_baseline", {})["pair"] = figures
+                metrics.setdefault("drafters_baseline", {}).setdefault("pair", {}).update(figures)
             else:
                 metrics["drafters"][name].update(figures)
             METRICS_FILE.write_text(json.dumps(metrics, indent=1) + "\n")

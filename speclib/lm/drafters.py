@@ -43,10 +43,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validate import as_int, as_real
+from .._validate import as_bool, as_int, as_real
 from ..core.proposers import DraftModel, Proposal, check_model
+from . import kernel as _kernel
 from .transformer import (
+    _GELU_C,
     DATA_DIR,
+    LN_EPS,
     KVCache,
     Transformer,
     TransformerConfig,
@@ -293,6 +296,7 @@ class EagleDrafter(_FeatureDrafter):
         self._values = np.zeros_like(self._keys)
         self._count = 0  # entries held
         self._real = 0  # of which built from the target's own hidden states
+        self._transposed: tuple | None = None  # the matrices transposed, for the compiled entry
 
     def start(self, prompt: np.ndarray, vocab_size: int) -> None:
         super().start(prompt, vocab_size)
@@ -309,6 +313,9 @@ class EagleDrafter(_FeatureDrafter):
                 grown = np.zeros((h, size, dh), dtype=np.float32)
                 grown[:, :start] = getattr(self, attr)[:, :start]
                 setattr(self, attr, grown)
+        if n == 1 and self.target.model.compiled:  # the drafting passes: one compiled call
+            self._count = end
+            return self._compiled_entry(feats[0], self._wte[tokens[0]], start)
         x = np.concatenate([feats, self._wte[tokens]], axis=1) @ p["fc.w"] + p["fc.b"]
         qkv = (_layer_norm(x, p["h0.ln1.g"], p["h0.ln1.b"]) @ p["h0.attn.w_qkv"] + p["h0.attn.b_qkv"])
         qkv = qkv.reshape(n, 3, h, dh).transpose(1, 2, 0, 3)
@@ -329,6 +336,25 @@ class EagleDrafter(_FeatureDrafter):
                  @ p["h0.mlp.w_down"] + p["h0.mlp.b_down"])
         self._count = end
         return _layer_norm(x, p["ln_f.g"], p["ln_f.b"]) @ p["out.w"] + p["out.b"]
+
+    def _compiled_entry(self, feature: np.ndarray, embedding: np.ndarray, slot: int) -> np.ndarray:
+        """:meth:`_pass` on one entry at ``slot``, as one compiled call (``speclib.lm.kernel``)."""
+        if self._transposed is None:
+            p = self.p
+            t = {n: np.ascontiguousarray(p[n].T) for n in ("fc.w", "h0.attn.w_qkv", "h0.attn.w_o", "h0.mlp.w_up",
+                                                            "h0.mlp.w_down", "out.w")}
+            self._transposed = (t["fc.w"], p["fc.b"], p["h0.ln1.g"], p["h0.ln1.b"], t["h0.attn.w_qkv"],
+                                p["h0.attn.b_qkv"], t["h0.attn.w_o"], p["h0.attn.b_o"], p["h0.ln2.g"], p["h0.ln2.b"],
+                                t["h0.mlp.w_up"], p["h0.mlp.b_up"], t["h0.mlp.w_down"], p["h0.mlp.b_down"],
+                                p["ln_f.g"], p["ln_f.b"], t["out.w"], p["out.b"])
+        lo = max(0, slot + 1 - self.window)
+        result = np.empty((1, self.p["out.b"].size), dtype=np.float32)
+        _kernel.eagle_compiled()(np.ascontiguousarray(feature, dtype=np.float32),
+                                 np.ascontiguousarray(embedding, dtype=np.float32), *self._transposed,
+                                 self._keys[:, lo:slot + 1], self._values[:, lo:slot + 1], slot - lo,
+                                 np.float32(LN_EPS), np.float32(_GELU_C),
+                                 np.float32(1.0 / math.sqrt(self.d // self.n_heads)), result)
+        return result
 
     def propose(self, text: np.ndarray, k: int, policy, choose, timings: dict | None) -> Proposal:
         if k == 0 or not self._ready(text):
@@ -409,12 +435,14 @@ def load_drafter_model(name: str, path: str | Path | None = None, target: Transf
 
 
 def load_drafter(name: str, temperature: float = 1.0, domain: str = "code", *,
-                 target: Transformer | None = None, path: str | Path | None = None):
+                 target: Transformer | None = None, path: str | Path | None = None, compiled: bool = False):
     """A drafter for the book's target by name, as a proposer with a ``target`` attribute.
 
     ``name`` is one of :data:`DRAFTER_NAMES`; ``domain`` matters only for ``ngram`` (the
     n-gram of that domain's training text).  ``target`` and ``path`` replace the shipped
-    target and the drafter's shipped file (the tests use them).
+    target and the drafter's shipped file (the tests use them).  ``compiled``: the target's
+    passes, and the drafter's if it is a network, run compiled (``Transformer.compiled``;
+    EAGLE's one-entry drafting passes too); the rows are the same up to float32 rounding.
 
     Examples
     --------
@@ -429,14 +457,16 @@ def load_drafter(name: str, temperature: float = 1.0, domain: str = "code", *,
     if name not in DRAFTER_NAMES:
         raise ValueError(f"name: unknown drafter {name!r}; expected one of {', '.join(DRAFTER_NAMES)}")
     temperature = as_real(temperature, "temperature", low=0.0)
+    compiled = as_bool(compiled, "compiled")
     if target is None:
         target, draft = load_pair(temperature)
     else:
         target, draft = _check_target(target).with_temperature(temperature), None
+    target = target.with_compiled(compiled)
     if name == "pair":
         if path is not None or draft is None:
             draft = load_transformer(DATA_DIR / "neural_draft.npz" if path is None else path)
-        return ModelDrafter(draft.with_temperature(temperature), target, "draft")
+        return ModelDrafter(draft.with_temperature(temperature).with_compiled(compiled), target, "draft")
     if name == "ngram":
         from ..core.warping import warp
         from .ngram import train_ngram
@@ -444,7 +474,7 @@ def load_drafter(name: str, temperature: float = 1.0, domain: str = "code", *,
         model = train_ngram(domain, NGRAM_ORDER)
         return ModelDrafter(model if temperature == 1.0 else warp(model, temperature=temperature), target, "draft")
     if name in ("distilled", "early-exit"):
-        model = load_drafter_model(name, path, target).with_temperature(temperature)
+        model = load_drafter_model(name, path, target).with_temperature(temperature).with_compiled(compiled)
         return ModelDrafter(model, target, "draft")
     header, arrays = load_weights(DATA_DIR / DRAFTER_FILES[name] if path is None else path)
     if name == "medusa":
@@ -618,3 +648,71 @@ def loop_acceptance(name, domain: str = "code", temperature: float = 1.0, k: int
     low, high = np.percentile(boot, [2.5, 97.5])
     return LoopAcceptance(float(acc.sum() / ver.sum()), float(low), float(high), int(acc.sum()), int(ver.sum()),
                           float(n_new * len(prompts) / passes.sum()), acc, ver, passes)
+
+
+class DraftCost(NamedTuple):
+    """What :func:`draft_costs` measured for one drafter."""
+
+    c: float  #: median one-token draft pass / median one-token target pass
+    draft_pass_ms: float
+    target_pass_ms: float
+    draft_passes_timed: int
+    target_passes_timed: int
+
+    def summary(self) -> dict:
+        """The figures as plain numbers (for a JSON record)."""
+        return {"c": round(self.c, 4), "draft_pass_ms": round(self.draft_pass_ms, 4),
+                "target_pass_ms": round(self.target_pass_ms, 4), "draft_passes_timed": self.draft_passes_timed,
+                "target_passes_timed": self.target_passes_timed}
+
+
+def draft_costs(names, domain: str = "code", temperature: float = 1.0, k: int = 4, n_prompts: int = 20,
+                n_new: int = 100, prompt_chars: int = 40, seed: int = 0, *, compiled: bool = False,
+                target: Transformer | None = None, paths: dict | None = None) -> dict[str, DraftCost]:
+    """Each drafter's cost ``c`` inside the loop: its one-token pass over the target's.
+
+    For each of :func:`heldout_prompts` ``(domain, n_prompts, prompt_chars)`` in turn, the
+    target generates ``n_new`` tokens by plain cached decoding, then each drafter of
+    ``names`` generates them with :func:`speclib.core.decoding.speculative_generate` at
+    draft length ``k``: the drafters are interleaved prompt by prompt, so a machine that
+    slows down for a while slows them all.  ``c`` is the median of the drafter's passes that
+    read one token over the median of the target's one-token passes in plain decoding
+    (the passes that read a prompt or several states are left out).  ``compiled``: target
+    and drafters run compiled (:func:`load_drafter`).  Wall-clock times: run it on a quiet
+    machine.
+
+    Examples
+    --------
+    >>> costs = draft_costs(["pair"], n_prompts=2, n_new=10)
+    >>> 0.0 < costs["pair"].c < 1.0
+    True
+    """
+    from ..core.decoding import autoregressive_generate, speculative_generate
+
+    names = [names] if isinstance(names, str) else list(names)
+    if not names:
+        raise ValueError("names: expected at least one drafter name")
+    paths = {} if paths is None else dict(paths)
+    drafters = {n: load_drafter(n, temperature, domain, target=target, path=paths.get(n), compiled=compiled)
+                for n in names}
+    model = next(iter(drafters.values())).target
+    prompts = heldout_prompts(domain, n_prompts, prompt_chars)
+    plain: list[float] = []
+    drafts: dict[str, list[float]] = {n: [] for n in names}
+    for j, prompt in enumerate(prompts):
+        timings: dict = {"passes": []}
+        autoregressive_generate(model, prompt, n_new, np.random.default_rng([seed, j]), timings=timings)
+        plain += [s for who, n, s in timings["passes"] if who == "model" and n == 1]
+        for name, drafter in drafters.items():
+            timings = {"passes": []}
+            speculative_generate(drafter.target, drafter, prompt, n_new, k, rng=np.random.default_rng([seed, j]),
+                                 timings=timings)
+            drafts[name] += [s for who, n, s in timings["passes"] if who == "draft" and n == 1]
+    t1 = float(np.median(plain))
+    out = {}
+    for name, seconds in drafts.items():
+        if not seconds:
+            raise ValueError(f"names: {name!r} made no one-token draft pass in {n_prompts} prompts; no cost to measure")
+        ms = float(np.median(seconds))
+        out[name] = DraftCost(ms / t1, ms * 1e3, t1 * 1e3, len(seconds), len(plain))
+    return out

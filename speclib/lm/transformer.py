@@ -269,6 +269,8 @@ class Transformer:
         self._products = {id(w): Product(w) for w in
                           [layer[i] for layer in self._layers for i in (2, 4, 8, 10)] + [self._w_out]}
         self._strategy: str | None = None
+        self._compiled = False
+        self._compiled_pass: _kernel.CompiledPass | None = None
 
     def __repr__(self) -> str:
         c = self.config
@@ -321,6 +323,38 @@ class Transformer:
                 raise ValueError("products: the kernel needs numba (pip install -r requirements.txt)")
         self._strategy = strategy
 
+    @property
+    def compiled(self) -> bool:
+        """Whether each pass runs as one compiled function (:class:`speclib.lm.kernel.CompiledPass`).
+
+        ``False`` (the default): the pass is a sequence of numpy operations, each matrix
+        product by the strategy of :attr:`products`; this is the reference.  ``True`` (needs
+        numba): the same arithmetic in one numba call, every product by the verification
+        kernel, with no Python overhead per operation.  Both give the same rows up to float32
+        rounding (``tests/test_compiled_pass.py``).  Set it on a copy
+        (:meth:`with_compiled`) to compare the two.
+        """
+        return self._compiled
+
+    @compiled.setter
+    def compiled(self, value: bool) -> None:
+        value = as_bool(value, "compiled")
+        if value and not _kernel.available():
+            raise ValueError("compiled: the compiled pass needs numba (pip install -r requirements.txt)")
+        self._compiled = value
+
+    def with_compiled(self, compiled: bool = True) -> "Transformer":
+        """The same model (weights shared) with :attr:`compiled` set; the original is unchanged."""
+        other = copy.copy(self)
+        other.compiled = compiled
+        return other
+
+    def _pass(self) -> "_kernel.CompiledPass":
+        if self._compiled_pass is None:
+            self._compiled_pass = _kernel.CompiledPass(self.params, self.config.n_layers, self.config.n_heads,
+                                                       self._w_out, LN_EPS, _GELU_C)
+        return self._compiled_pass
+
     def _mm(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
         product = self._products.get(id(w))
         if product is None or product.source is not w:  # a matrix set after construction
@@ -347,6 +381,9 @@ class Transformer:
         cfg = self.config
         n, h, dh = tokens.size, cfg.n_heads, cfg.head_dim
         end = filled + n
+        if self._compiled:
+            return self._pass()(tokens, filled, keys, values, features,
+                                np.arange(filled, end) if positions is None else positions, mask)
         wpe = self.params["wpe"]
         x = self.params["wte"][tokens] + (wpe[filled:end] if positions is None else wpe[positions])
         compiled = n > 1 and self._attention_compiled()
@@ -945,7 +982,8 @@ def strategy_pass_times(model: Transformer, strategies=None, n_tokens: tuple[int
     """:func:`pass_times` for several product strategies at once, interleaved.
 
     ``strategies`` lists values of :attr:`Transformer.products` (``None``: the measured
-    choice); by default ``None`` and every strategy that can run here.  Each repeat times every
+    choice), or ``"compiled"`` for the whole pass compiled (:attr:`Transformer.compiled`); by
+    default ``None`` and every product strategy that can run here.  Each repeat times every
     (strategy, token count) pair once in a fresh random order, on one BLAS thread, so that the
     strategies share the machine's slow spells.  Returns ``{strategy: PassTimes}``; the model's
     own setting is restored.
@@ -970,9 +1008,14 @@ def strategy_pass_times(model: Transformer, strategies=None, n_tokens: tuple[int
     if prefix_length + counts[-1] > model.config.block_size:
         raise ValueError(f"prefix_length + n_tokens: must fit in the block of {model.config.block_size} tokens")
     rng = as_generator(seed, "seed")
-    before = model.products
+    before = model.products, model.compiled
+
+    def use(strategy) -> None:
+        model.compiled = strategy == "compiled"  # checks that numba is there
+        model.products = None if strategy == "compiled" else strategy  # checks the name
+
     for strategy in strategies:
-        model.products = strategy  # checks the name
+        use(strategy)
     cache = model.cache()
     cache.extend(rng.integers(0, model.vocab_size, prefix_length))
     new = rng.integers(0, model.vocab_size, counts[-1])
@@ -981,19 +1024,19 @@ def strategy_pass_times(model: Transformer, strategies=None, n_tokens: tuple[int
     try:
         with blas_threads(1):
             for i, j in pairs:  # warm-up: plans measured, kernels compiled
-                model.products = strategies[i]
+                use(strategies[i])
                 cache.extend_logits(new[:counts[j]])
                 cache.rollback(prefix_length)
             for r in range(repeats):
                 for idx in rng.permutation(len(pairs)):
                     i, j = pairs[idx]
-                    model.products = strategies[i]
+                    use(strategies[i])
                     t0 = time.perf_counter()
                     cache.extend_logits(new[:counts[j]])
                     seconds[i, r, j] = time.perf_counter() - t0
                     cache.rollback(prefix_length)
     finally:
-        model.products = before
+        model.products, model.compiled = before
     n_params = model.n_parameters
     return {s: PassTimes(np.array(counts), seconds[i], 4 * n_params, n_params) for i, s in enumerate(strategies)}
 
