@@ -62,6 +62,7 @@ from train_transformer import (  # noqa: E402  (the pair's data, model and expor
     training_ids,
 )
 
+from speclib.lm import kernel  # noqa: E402
 from speclib.lm.corpora import shared_vocabulary  # noqa: E402
 from speclib.lm.drafters import DRAFTER_FILES, draft_costs, loop_acceptance, save_weights  # noqa: E402
 from speclib.lm.transformer import (  # noqa: E402
@@ -429,11 +430,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.evaluate:
         evaluated = (["pair"] if "all" in args.drafter else []) + list(names)
         costs = draft_costs(evaluated, **COST_RUN)
+        compiled = draft_costs(evaluated, **COST_RUN, compiled=True) if kernel.available() else None
         for name in evaluated:
             path = DATA_DIR / ("neural_draft.npz" if name == "pair" else DRAFTER_FILES[name])
             figures = heldout_figures(name, target, path, heldout)
             figures["loop_acceptance"] = dict(loop_acceptance(name, **LOOP_RUN).summary(), **LOOP_RUN)
             figures["cost"] = dict(costs[name].summary(), how=COST_HOW)
+            if compiled is not None:
+                figures["cost_compiled"] = dict(compiled[name].summary(), how=COST_HOW + "; every network's "
+                                                "pass compiled (Transformer.compiled), plain decoding's too")
             print(name, figures, flush=True)
             metrics = json.loads(METRICS_FILE.read_text())
             if name == "pair":  # the shipped separate draft, for comparison (trained by train_transformer.py)

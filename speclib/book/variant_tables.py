@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._validate import MAX_NEW_TOKENS, as_int, as_real, as_tokens
+from .render import bounded
 
 
 def below(value: float, bound: float = 1e-12) -> str:
@@ -34,7 +35,7 @@ def below(value: float, bound: float = 1e-12) -> str:
         raise ValueError(f"bound: must be positive, got {bound!r}")
     if not abs(value) < bound:
         raise ValueError(f"value: {value!r} is not below the bound {bound:.0e}")
-    return f"below {bound:.0e}"
+    return bounded(value, bound)  # the one place the book writes a bound
 
 
 class TVTable(NamedTuple):
