@@ -313,9 +313,9 @@ class EagleDrafter(_FeatureDrafter):
                 grown = np.zeros((h, size, dh), dtype=np.float32)
                 grown[:, :start] = getattr(self, attr)[:, :start]
                 setattr(self, attr, grown)
-        if n == 1 and self.target.model.compiled:  # the drafting passes: one compiled call
+        if self.target.model.compiled:  # the same pass as one compiled call
             self._count = end
-            return self._compiled_entry(feats[0], self._wte[tokens[0]], start)
+            return self._compiled_pass(feats, self._wte[tokens], start)
         x = np.concatenate([feats, self._wte[tokens]], axis=1) @ p["fc.w"] + p["fc.b"]
         qkv = (_layer_norm(x, p["h0.ln1.g"], p["h0.ln1.b"]) @ p["h0.attn.w_qkv"] + p["h0.attn.b_qkv"])
         qkv = qkv.reshape(n, 3, h, dh).transpose(1, 2, 0, 3)
@@ -337,8 +337,8 @@ class EagleDrafter(_FeatureDrafter):
         self._count = end
         return _layer_norm(x, p["ln_f.g"], p["ln_f.b"]) @ p["out.w"] + p["out.b"]
 
-    def _compiled_entry(self, feature: np.ndarray, embedding: np.ndarray, slot: int) -> np.ndarray:
-        """:meth:`_pass` on one entry at ``slot``, as one compiled call (``speclib.lm.kernel``)."""
+    def _compiled_pass(self, feats: np.ndarray, embeddings: np.ndarray, start: int) -> np.ndarray:
+        """:meth:`_pass` as one compiled call (``speclib.lm.kernel``), entries from slot ``start``."""
         if self._transposed is None:
             p = self.p
             t = {n: np.ascontiguousarray(p[n].T) for n in ("fc.w", "h0.attn.w_qkv", "h0.attn.w_o", "h0.mlp.w_up",
@@ -347,11 +347,18 @@ class EagleDrafter(_FeatureDrafter):
                                 p["h0.attn.b_qkv"], t["h0.attn.w_o"], p["h0.attn.b_o"], p["h0.ln2.g"], p["h0.ln2.b"],
                                 t["h0.mlp.w_up"], p["h0.mlp.b_up"], t["h0.mlp.w_down"], p["h0.mlp.b_down"],
                                 p["ln_f.g"], p["ln_f.b"], t["out.w"], p["out.b"])
-        lo = max(0, slot + 1 - self.window)
-        result = np.empty((1, self.p["out.b"].size), dtype=np.float32)
-        _kernel.eagle_compiled()(np.ascontiguousarray(feature, dtype=np.float32),
-                                 np.ascontiguousarray(embedding, dtype=np.float32), *self._transposed,
-                                 self._keys[:, lo:slot + 1], self._values[:, lo:slot + 1], slot - lo,
+        n = feats.shape[0]
+        end = start + n
+        lo = max(0, end - self.window - n + 1)
+        if n > 1:  # entry start + i sees the entries after start + i - window, up to itself
+            pos, query = np.arange(lo, end), np.arange(start, end)[:, None]
+            mask = np.where((pos > query) | (pos <= query - self.window), -np.inf, 0.0).astype(np.float32)
+        else:
+            mask = _kernel._NO_MASK
+        result = np.empty((n, self.p["out.b"].size), dtype=np.float32)
+        _kernel.eagle_compiled()(np.ascontiguousarray(feats, dtype=np.float32),
+                                 np.ascontiguousarray(embeddings, dtype=np.float32), *self._transposed,
+                                 self._keys[:, lo:end], self._values[:, lo:end], start - lo, mask,
                                  np.float32(LN_EPS), np.float32(_GELU_C),
                                  np.float32(1.0 / math.sqrt(self.d // self.n_heads)), result)
         return result
@@ -442,7 +449,7 @@ def load_drafter(name: str, temperature: float = 1.0, domain: str = "code", *,
     n-gram of that domain's training text).  ``target`` and ``path`` replace the shipped
     target and the drafter's shipped file (the tests use them).  ``compiled``: the target's
     passes, and the drafter's if it is a network, run compiled (``Transformer.compiled``;
-    EAGLE's one-entry drafting passes too); the rows are the same up to float32 rounding.
+    EAGLE's passes too); the rows are the same up to float32 rounding.
 
     Examples
     --------

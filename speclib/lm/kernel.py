@@ -309,26 +309,29 @@ def _forward(tokens, positions, filled, eps, gelu_c, scale, wte, wpe, ln1_g, ln1
     rows_mm(a, w_out, logits)
 
 
-def _eagle_entry(feature, embedding, fc_w, fc_b, ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b, w_up, b_up,
-                 w_down, b_down, lnf_g, lnf_b, out_w, out_b, keys, values, filled, eps, gelu_c, scale, result):
-    # EAGLE's drafter on one entry (speclib.lm.drafters.EagleDrafter._pass, fused): fc of the
-    # state and the embedding, one block (keys/values: the window's slots, the entry written at
-    # slot filled), final layer norm, projection back to the target's width, into result (1, d_t).
-    d_t = feature.shape[0]
-    z = np.empty((1, 2 * d_t), dtype=np.float32)
-    z[0, :d_t] = feature
-    z[0, d_t:] = embedding
-    x = np.empty((1, fc_w.shape[0]), dtype=np.float32)
+def _eagle_pass(features, embeddings, fc_w, fc_b, ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b, w_up, b_up,
+                w_down, b_down, lnf_g, lnf_b, out_w, out_b, keys, values, filled, mask, eps, gelu_c, scale, result):
+    # EAGLE's drafter on n entries (speclib.lm.drafters.EagleDrafter._pass, fused): fc of each
+    # state and embedding, one block (keys/values: the window's slots, the entries written from
+    # slot filled on; mask as for _attend), final layer norm, projection back to the target's
+    # width, into result (n, d_t).
+    n, d_t = features.shape
+    z = np.empty((n, 2 * d_t), dtype=np.float32)
+    z[:, :d_t] = features
+    z[:, d_t:] = embeddings
+    x = np.empty((n, fc_w.shape[0]), dtype=np.float32)
     rows_mm(z, fc_w, x)
-    for t in range(x.shape[1]):
-        x[0, t] += fc_b[t]
+    for i in range(n):
+        for t in range(x.shape[1]):
+            x[i, t] += fc_b[t]
     block(x, ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b, w_up, b_up, w_down, b_down, keys, values,
-          filled, _NO_MASK, eps, gelu_c, scale)
+          filled, mask, eps, gelu_c, scale)
     a = np.empty_like(x)
     layer_norm_rows(x, lnf_g, lnf_b, eps, a)
     rows_mm(a, out_w, result)
-    for t in range(result.shape[1]):
-        result[0, t] += out_b[t]
+    for i in range(n):
+        for t in range(result.shape[1]):
+            result[i, t] += out_b[t]
 
 
 _forward_compiled = None
@@ -349,13 +352,13 @@ def forward_compiled():
         _compile_attend()
         attend_rows = _attend_compiled
         block = jit(_block)
-        _eagle_compiled = jit(_eagle_entry)
+        _eagle_compiled = jit(_eagle_pass)
         _forward_compiled = jit(_forward)
     return _forward_compiled
 
 
 def eagle_compiled():
-    """The compiled EAGLE entry (numba), compiled on first use; see :class:`EagleDrafter`."""
+    """The compiled EAGLE pass (numba), compiled on first use; see ``EagleDrafter``."""
     forward_compiled()
     return _eagle_compiled
 
