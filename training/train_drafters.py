@@ -92,7 +92,7 @@ LOOP_RUN = dict(domain="code", temperature=1.0, k=4, n_prompts=200, n_new=100, p
 #: The loop in which ``--evaluate`` times each drafter's pass against the target's (``draft_costs``).
 COST_RUN = dict(domain="code", temperature=1.0, k=4, n_prompts=20, n_new=100, prompt_chars=40, seed=0)
 COST_HOW = ("median one-token draft pass inside speculative decoding (k = 4, temperature 1) over the median "
-            "one-token pass of the numpy target inside plain cached decoding, both numpy, on one BLAS thread, "
+            "one-token pass of the target inside plain cached decoding, both {}, on one BLAS thread, "
             "all drafters interleaved prompt by prompt over held-out code prompts (speclib.lm.drafters.draft_costs)")
 #: Temperatures at which the held-out acceptance is recorded.
 TEMPERATURES = (0.0, 0.7, 1.0)
@@ -435,10 +435,10 @@ def main(argv: list[str] | None = None) -> int:
             path = DATA_DIR / ("neural_draft.npz" if name == "pair" else DRAFTER_FILES[name])
             figures = heldout_figures(name, target, path, heldout)
             figures["loop_acceptance"] = dict(loop_acceptance(name, **LOOP_RUN).summary(), **LOOP_RUN)
-            figures["cost"] = dict(costs[name].summary(), how=COST_HOW)
+            figures["cost"] = dict(costs[name].summary(), how=COST_HOW.format("numpy"))
             if compiled is not None:
-                figures["cost_compiled"] = dict(compiled[name].summary(), how=COST_HOW + "; every network's "
-                                                "pass compiled (Transformer.compiled), plain decoding's too")
+                figures["cost_compiled"] = dict(compiled[name].summary(), how=COST_HOW.format(
+                    "compiled (Transformer.compiled: every network's pass one numba call)"))
             print(name, figures, flush=True)
             metrics = json.loads(METRICS_FILE.read_text())
             if name == "pair":  # the shipped separate draft, for comparison (trained by train_transformer.py)

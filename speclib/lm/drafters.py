@@ -56,6 +56,7 @@ from .transformer import (
     _gelu,
     _layer_norm,
     _softmax,
+    blas_threads,
     load_transformer,
 )
 
@@ -358,7 +359,7 @@ class EagleDrafter(_FeatureDrafter):
         result = np.empty((n, self.p["out.b"].size), dtype=np.float32)
         _kernel.eagle_compiled()(np.ascontiguousarray(feats, dtype=np.float32),
                                  np.ascontiguousarray(embeddings, dtype=np.float32), *self._transposed,
-                                 self._keys[:, lo:end], self._values[:, lo:end], start - lo, mask,
+                                 self._keys, self._values, lo, start, mask,
                                  np.float32(LN_EPS), np.float32(_GELU_C),
                                  np.float32(1.0 / math.sqrt(self.d // self.n_heads)), result)
         return result
@@ -706,15 +707,16 @@ def draft_costs(names, domain: str = "code", temperature: float = 1.0, k: int = 
     prompts = heldout_prompts(domain, n_prompts, prompt_chars)
     plain: list[float] = []
     drafts: dict[str, list[float]] = {n: [] for n in names}
-    for j, prompt in enumerate(prompts):
-        timings: dict = {"passes": []}
-        autoregressive_generate(model, prompt, n_new, np.random.default_rng([seed, j]), timings=timings)
-        plain += [s for who, n, s in timings["passes"] if who == "model" and n == 1]
-        for name, drafter in drafters.items():
-            timings = {"passes": []}
-            speculative_generate(drafter.target, drafter, prompt, n_new, k, rng=np.random.default_rng([seed, j]),
-                                 timings=timings)
-            drafts[name] += [s for who, n, s in timings["passes"] if who == "draft" and n == 1]
+    with blas_threads(1):
+        for j, prompt in enumerate(prompts):
+            timings: dict = {"passes": []}
+            autoregressive_generate(model, prompt, n_new, np.random.default_rng([seed, j]), timings=timings)
+            plain += [s for who, n, s in timings["passes"] if who == "model" and n == 1]
+            for name, drafter in drafters.items():
+                timings = {"passes": []}
+                speculative_generate(drafter.target, drafter, prompt, n_new, k,
+                                     rng=np.random.default_rng([seed, j]), timings=timings)
+                drafts[name] += [s for who, n, s in timings["passes"] if who == "draft" and n == 1]
     t1 = float(np.median(plain))
     out = {}
     for name, seconds in drafts.items():

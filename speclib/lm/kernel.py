@@ -164,35 +164,36 @@ def rows_matmul(x: np.ndarray, wt: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out
 
 
-def _attend(q, keys, values, filled, mask, out):
+def _attend(q, keys, values, lo, filled, mask, out):
     # Causal attention of n new tokens (queries q, (heads, n, dh), already scaled) over the
-    # window slots 0 .. filled + n - 1 of one layer's keys and values, (heads, slots, dh).
-    # Without a mask (mask.shape[0] == 0) token i sees slots 0 .. filled + i; with one,
-    # mask[i, j] (0 or -inf) is added to the score of slot j.  out: (n, heads * dh).
+    # slots lo .. filled + n - 1 of one layer's keys and values, (heads, slots, dh), the new
+    # tokens' own at filled .. filled + n - 1.  Without a mask (mask.shape[0] == 0) token i
+    # sees slots lo .. filled + i; with one, mask[i, j - lo] (0 or -inf) is added to the
+    # score of slot j.  out: (n, heads * dh).  (lo > 0: a window that starts later, EAGLE's.)
     h, n, dh = q.shape
     end = filled + n
-    scores = np.empty(end, dtype=np.float32)
+    scores = np.empty(end - lo, dtype=np.float32)
     acc = np.empty(dh, dtype=np.float32)
     for a in range(h):
         for i in range(n):
             last = end if mask.shape[0] else filled + i + 1
             top = np.float32(-np.inf)
-            for j in range(last):
+            for j in range(lo, last):
                 s = np.float32(0.0)
                 for d in range(dh):
                     s += q[a, i, d] * keys[a, j, d]
                 if mask.shape[0]:
-                    s += mask[i, j]
-                scores[j] = s
+                    s += mask[i, j - lo]
+                scores[j - lo] = s
                 top = max(top, s)
             total = np.float32(0.0)
-            for j in range(last):
+            for j in range(last - lo):
                 e = np.float32(np.exp(scores[j] - top))
                 scores[j] = e
                 total += e
             acc[:] = 0.0
-            for j in range(last):
-                p = scores[j] / total
+            for j in range(lo, last):
+                p = scores[j - lo] / total
                 for d in range(dh):
                     acc[d] += p * values[a, j, d]
             out[i, a * dh:(a + 1) * dh] = acc
@@ -213,7 +214,7 @@ def attend(q: np.ndarray, keys: np.ndarray, values: np.ndarray, filled: int, mas
     h, n, dh = q.shape
     out = np.empty((n, h * dh), dtype=np.float32)
     none = _NO_MASK if mask is None else mask
-    _attend_compiled(np.ascontiguousarray(q), keys, values, filled, none, out)
+    _attend_compiled(np.ascontiguousarray(q), keys, values, 0, filled, none, out)
     return out
 
 
@@ -252,7 +253,7 @@ def _layer_norm_rows(x, g, b, eps, out):
 
 
 def _block(x, ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b, w_up, b_up, w_down, b_down,
-           keys, values, filled, mask, eps, gelu_c, scale):
+           keys, values, lo, filled, mask, eps, gelu_c, scale):
     # One transformer block on the residual stream x (n, d), in place: the new tokens' keys and
     # values are written to slots filled .. filled + n - 1 of keys/values (heads, slots, dh).
     n, d = x.shape
@@ -270,7 +271,7 @@ def _block(x, ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b, w_up, b_up, w_
                 q[c, i, e] = (qkv[i, c * dh + e] + b_qkv[c * dh + e]) * scale
                 keys[c, filled + i, e] = qkv[i, d + c * dh + e] + b_qkv[d + c * dh + e]
                 values[c, filled + i, e] = qkv[i, 2 * d + c * dh + e] + b_qkv[2 * d + c * dh + e]
-    attend_rows(q, keys, values, filled, mask, y)
+    attend_rows(q, keys, values, lo, filled, mask, y)
     rows_mm(y, w_o, a)
     for i in range(n):
         for t in range(d):
@@ -301,7 +302,7 @@ def _forward(tokens, positions, filled, eps, gelu_c, scale, wte, wpe, ln1_g, ln1
     for layer in range(keys.shape[0]):
         block(x, ln1_g[layer], ln1_b[layer], w_qkv[layer], b_qkv[layer], w_o[layer], b_o[layer], ln2_g[layer],
               ln2_b[layer], w_up[layer], b_up[layer], w_down[layer], b_down[layer], keys[layer], values[layer],
-              filled, mask, eps, gelu_c, scale)
+              0, filled, mask, eps, gelu_c, scale)
     a = np.empty((n, d), dtype=np.float32)
     layer_norm_rows(x, lnf_g, lnf_b, eps, a)
     if features.shape[0]:
@@ -310,11 +311,12 @@ def _forward(tokens, positions, filled, eps, gelu_c, scale, wte, wpe, ln1_g, ln1
 
 
 def _eagle_pass(features, embeddings, fc_w, fc_b, ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b, w_up, b_up,
-                w_down, b_down, lnf_g, lnf_b, out_w, out_b, keys, values, filled, mask, eps, gelu_c, scale, result):
+                w_down, b_down, lnf_g, lnf_b, out_w, out_b, keys, values, lo, filled, mask, eps, gelu_c, scale,
+                result):
     # EAGLE's drafter on n entries (speclib.lm.drafters.EagleDrafter._pass, fused): fc of each
-    # state and embedding, one block (keys/values: the window's slots, the entries written from
-    # slot filled on; mask as for _attend), final layer norm, projection back to the target's
-    # width, into result (n, d_t).
+    # state and embedding, one block (keys/values: all its slots, the entries written from slot
+    # filled on, attending from slot lo; mask as for _attend), final layer norm, projection back
+    # to the target's width, into result (n, d_t).
     n, d_t = features.shape
     z = np.empty((n, 2 * d_t), dtype=np.float32)
     z[:, :d_t] = features
@@ -325,7 +327,7 @@ def _eagle_pass(features, embeddings, fc_w, fc_b, ln1_g, ln1_b, w_qkv, b_qkv, w_
         for t in range(x.shape[1]):
             x[i, t] += fc_b[t]
     block(x, ln1_g, ln1_b, w_qkv, b_qkv, w_o, b_o, ln2_g, ln2_b, w_up, b_up, w_down, b_down, keys, values,
-          filled, mask, eps, gelu_c, scale)
+          lo, filled, mask, eps, gelu_c, scale)
     a = np.empty_like(x)
     layer_norm_rows(x, lnf_g, lnf_b, eps, a)
     rows_mm(a, out_w, result)
