@@ -194,3 +194,17 @@ def test_goal_sentence_is_consistent_in_every_case():
     assert "cheaper than a single-token pass" in hopeless and "no acceptance rate reaches it" in hopeless
     with pytest.raises(ValueError, match="alpha"):
         goal_sentence(1.0, 1.5, 4, 0.1, 1.3)
+
+
+def test_a_draft_timed_under_another_name_is_refused():
+    """A proposer that records its passes under another name than "draft" would give c = 0."""
+    from speclib.lm.drafters import ModelDrafter
+    from speclib.lm.transformer import TransformerConfig, random_transformer
+
+    cfg = TransformerConfig(vocab_size=7, block_size=16, d_model=8, n_layers=1, n_heads=2)
+    target, draft = random_transformer(cfg, seed=0), random_transformer(cfg, seed=1)
+    with pytest.raises(ValueError, match="draft: made .* passes but timed none under 'draft'"):
+        wallclock_experiment(target, ModelDrafter(draft, target, name="pair"), [np.arange(5)], n_new=6, ks=[1],
+                             reps=1)
+    run = wallclock_experiment(target, ModelDrafter(draft, target), [np.arange(5)], n_new=6, ks=[1], reps=1)
+    assert run.c[1] > 0

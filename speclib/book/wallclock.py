@@ -266,6 +266,10 @@ def wallclock_experiment(target: Callable, draft: Callable, prompts: list, n_new
                                                         timings=timings)
                     at = (i, j, r)
                     fields["seconds"][at] = time.perf_counter() - t0
+                    if k and stats.draft_passes and not timings["draft"]:
+                        raise ValueError(f"draft: made {stats.draft_passes} passes but timed none under 'draft' "
+                                         f"(a proposer named {getattr(draft, 'name', '?')!r} records its time "
+                                         f"under its own name; name it 'draft')")
                     fields["target_seconds"][at], fields["draft_seconds"][at] = timings["target"], timings["draft"]
                     fields["target_passes"][at] = stats.target_passes
                     fields["draft_passes"][at] = stats.draft_passes

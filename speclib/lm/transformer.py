@@ -947,7 +947,8 @@ def pass_times(model: Transformer, n_tokens: tuple[int, ...] = (1, 2, 3, 4, 5, 6
 
     Like :func:`time_pass`, after a prefix of ``prefix_length`` random tokens; each repeat
     times every token count once in a fresh random order (so a slow spell of the machine
-    hits all counts alike), on one BLAS thread.  The result plugs into
+    hits all counts alike), each after an untimed pass over as many tokens (see
+    :func:`strategy_pass_times`), on one BLAS thread.  The result plugs into
     :func:`speclib.core.cost.fit_pass_cost` and :func:`speclib.book.plots.plot_pass_times`.
     """
     from ..core.cost import PassTimes
@@ -969,6 +970,8 @@ def pass_times(model: Transformer, n_tokens: tuple[int, ...] = (1, 2, 3, 4, 5, 6
             cache.rollback(prefix_length)
         for r in range(repeats):
             for j in rng.permutation(len(counts)):
+                cache.extend_logits(new[:counts[j]])  # untimed, as in strategy_pass_times
+                cache.rollback(prefix_length)
                 t0 = time.perf_counter()
                 cache.extend_logits(new[:counts[j]])
                 seconds[r, j] = time.perf_counter() - t0
@@ -985,8 +988,13 @@ def strategy_pass_times(model: Transformer, strategies=None, n_tokens: tuple[int
     choice), or ``"compiled"`` for the whole pass compiled (:attr:`Transformer.compiled`); by
     default ``None`` and every product strategy that can run here.  Each repeat times every
     (strategy, token count) pair once in a fresh random order, on one BLAS thread, so that the
-    strategies share the machine's slow spells.  Returns ``{strategy: PassTimes}``; the model's
-    own setting is restored.
+    strategies share the machine's slow spells, and each timed pass follows an untimed one of
+    the same pair.  The untimed pass matters: strategies keep their own copies of the weights
+    (transposed, in blocks, stacked), and the measured choice may use another copy for another
+    number of rows, so a pass right after a different one would read its weights from memory
+    instead of the cache, which no decoding loop does (plain decoding repeats one-token
+    passes; speculative decoding repeats its passes over ``k + 1`` tokens).  Returns
+    ``{strategy: PassTimes}``; the model's own setting is restored.
 
     Examples
     --------
@@ -1031,6 +1039,8 @@ def strategy_pass_times(model: Transformer, strategies=None, n_tokens: tuple[int
                 for idx in rng.permutation(len(pairs)):
                     i, j = pairs[idx]
                     use(strategies[i])
+                    cache.extend_logits(new[:counts[j]])  # untimed: the weights this pair reads, cached
+                    cache.rollback(prefix_length)
                     t0 = time.perf_counter()
                     cache.extend_logits(new[:counts[j]])
                     seconds[i, r, j] = time.perf_counter() - t0
