@@ -38,10 +38,9 @@ COUNTS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 16)
 
 def measure(repeats: int, seed: int = 0) -> dict:
     target, _ = load_pair()
+    strategies = [None, *candidates()] + (["compiled"] if "kernel" in candidates() else [])
     t0 = time.perf_counter()
-    times = strategy_pass_times(target, [None, *candidates()], COUNTS, repeats=repeats, seed=seed)
-    if "kernel" in candidates():  # a run of its own: its stacked copy of the weights stays cached
-        times.update(strategy_pass_times(target, ["compiled"], COUNTS, repeats=repeats, seed=seed))
+    times = strategy_pass_times(target, strategies, COUNTS, repeats=repeats, seed=seed)
     t1 = float(times[None].median[0])
     out = {"counts": list(COUNTS), "t1_ms": round(1e3 * t1, 4), "seconds": round(time.perf_counter() - t0, 1),
            "strategies": {}}

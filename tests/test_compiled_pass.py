@@ -32,17 +32,23 @@ def _close(a: np.ndarray, b: np.ndarray) -> bool:
     return float(np.abs(a - b).max()) <= REL_TOL * max(1.0, float(np.abs(b).max()))
 
 
+def _two_caches(config, seed: int, prefix: int):
+    """A random model's numpy cache and its compiled copy's, both after the same random prefix."""
+    model = random_transformer(config, seed=seed)
+    rng = np.random.default_rng(seed)
+    caches = model.cache(features=True), model.with_compiled().cache(features=True)
+    start = rng.integers(0, config.vocab_size, prefix)
+    rows = [c.extend_logits(start) for c in caches]
+    return caches, rows, rng
+
+
 @needs_numba
 @pytest.mark.parametrize("config", CONFIGS, ids=str)
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 9, 16])
 def test_a_chain_after_a_prefix_gives_the_numpy_rows(config, n):
-    model = random_transformer(config, seed=n)
-    fast = model.with_compiled()
-    rng = np.random.default_rng(n)
-    prefix = rng.integers(0, config.vocab_size, max(1, config.block_size // 2 - n // 2))
+    (want, got), rows, rng = _two_caches(config, n, max(1, config.block_size // 2 - n // 2))
+    assert _close(rows[1], rows[0])
     tokens = rng.integers(0, config.vocab_size, n)
-    want, got = model.cache(features=True), fast.cache(features=True)
-    assert _close(got.extend_logits(prefix), want.extend_logits(prefix))
     assert _close(got.extend_logits(tokens), want.extend_logits(tokens))
     assert _close(got.features, want.features)
 
@@ -69,15 +75,9 @@ def test_generation_past_the_window_and_rollbacks_match(config):
 @needs_numba
 @pytest.mark.parametrize("config", CONFIGS, ids=str)
 def test_a_token_tree_gives_the_numpy_rows(config):
-    model = random_transformer(config, seed=5)
-    fast = model.with_compiled()
-    rng = np.random.default_rng(5)
-    prefix = rng.integers(0, config.vocab_size, 5)
+    (want, got), _, rng = _two_caches(config, 5, 5)
     parents = np.array([-1, -1, 0, 0, 1, 2, 2])
     tokens = rng.integers(0, config.vocab_size, parents.size)
-    want, got = model.cache(), fast.cache()
-    want.extend(prefix)
-    got.extend(prefix)
     assert _close(got.extend_tree_logits(tokens, parents), want.extend_tree_logits(tokens, parents))
 
 
@@ -129,3 +129,22 @@ def test_eagles_compiled_pass_gives_the_numpy_states():
         n = 1 + j % 5
         assert _close(fast._pass(feats[j:j + n], tokens[j:j + n]), num._pass(feats[j:j + n], tokens[j:j + n])), j
         j += n
+
+
+@needs_numba
+def test_the_compiled_pass_is_timed_beside_the_products_in_a_run_of_its_own(monkeypatch):
+    from speclib.lm import transformer
+
+    model = random_transformer(CONFIGS[0], seed=0)
+    calls = []
+    real = transformer.strategy_pass_times
+
+    def spy(m, strategies=None, *args, **kw):
+        calls.append(list(strategies))
+        return real(m, strategies, *args, **kw)
+
+    monkeypatch.setattr(transformer, "strategy_pass_times", spy)
+    times = transformer.strategy_pass_times(model, [None, "compiled", "full"], (1, 2), repeats=2, prefix_length=3)
+    assert list(times) == [None, "compiled", "full"] and times["compiled"].seconds.shape == (2, 2)
+    assert calls == [[None, "compiled", "full"], [None, "full"], ["compiled"]]
+    assert not model.compiled and model.products is None  # the model's own setting restored

@@ -324,10 +324,8 @@ class EagleDrafter(_FeatureDrafter):
         self._values[:, start:end] = qkv[2]
         lo = max(0, end - self.window - n + 1)
         att = (qkv[0] * np.float32(1.0 / math.sqrt(dh))) @ self._keys[:, lo:end].transpose(0, 2, 1)
-        pos = np.arange(lo, end)
-        query = np.arange(start, end)[:, None]
-        if n > 1:  # query start + i sees the entries after start + i - window, up to itself
-            att += np.where((pos > query) | (pos <= query - self.window), -np.inf, 0.0).astype(np.float32)
+        if n > 1:
+            att += self._window_mask(lo, start, end)
         att -= att.max(axis=-1, keepdims=True)
         np.exp(att, out=att)
         att /= att.sum(axis=-1, keepdims=True)
@@ -337,6 +335,12 @@ class EagleDrafter(_FeatureDrafter):
                  @ p["h0.mlp.w_down"] + p["h0.mlp.b_down"])
         self._count = end
         return _layer_norm(x, p["ln_f.g"], p["ln_f.b"]) @ p["out.w"] + p["out.b"]
+
+    def _window_mask(self, lo: int, start: int, end: int) -> np.ndarray:
+        """Entry ``start + i`` sees the entries after ``start + i - window``, up to itself:
+        0 or -inf for entries ``start .. end - 1`` against slots ``lo .. end - 1``."""
+        pos, query = np.arange(lo, end), np.arange(start, end)[:, None]
+        return np.where((pos > query) | (pos <= query - self.window), -np.inf, 0.0).astype(np.float32)
 
     def _compiled_pass(self, feats: np.ndarray, embeddings: np.ndarray, start: int) -> np.ndarray:
         """:meth:`_pass` as one compiled call (``speclib.lm.kernel``), entries from slot ``start``."""
@@ -351,11 +355,7 @@ class EagleDrafter(_FeatureDrafter):
         n = feats.shape[0]
         end = start + n
         lo = max(0, end - self.window - n + 1)
-        if n > 1:  # entry start + i sees the entries after start + i - window, up to itself
-            pos, query = np.arange(lo, end), np.arange(start, end)[:, None]
-            mask = np.where((pos > query) | (pos <= query - self.window), -np.inf, 0.0).astype(np.float32)
-        else:
-            mask = _kernel._NO_MASK
+        mask = self._window_mask(lo, start, end) if n > 1 else np.zeros((0, 0), dtype=np.float32)
         result = np.empty((n, self.p["out.b"].size), dtype=np.float32)
         _kernel.eagle_compiled()(np.ascontiguousarray(feats, dtype=np.float32),
                                  np.ascontiguousarray(embeddings, dtype=np.float32), *self._transposed,
