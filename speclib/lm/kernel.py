@@ -36,9 +36,10 @@ def available() -> bool:
 
 
 def _tile4(x, wt, out, i, j, n):
-    # Rows i .. i+3 of x against columns j .. j+2 of w: twelve running sums that stay in
-    # registers while the three weight columns stream past once.  Columns past the last one
-    # (n is not a multiple of 3) repeat the last column and are not written.
+    # Rows i .. i+3 of x against columns j .. j+2 of w: twelve running
+    # sums that stay in registers while the three weight columns stream
+    # past once.  Columns past the last one (n is not a multiple of 3)
+    # repeat the last column and are not written.
     j1, j2 = min(j + 1, n - 1), min(j + 2, n - 1)
     s00 = s01 = s02 = s10 = s11 = s12 = np.float32(0.0)
     s20 = s21 = s22 = s30 = s31 = s32 = np.float32(0.0)
@@ -49,7 +50,8 @@ def _tile4(x, wt, out, i, j, n):
         s10 += x1 * w0; s11 += x1 * w1; s12 += x1 * w2  # noqa: E702
         s20 += x2 * w0; s21 += x2 * w1; s22 += x2 * w2  # noqa: E702
         s30 += x3 * w0; s31 += x3 * w1; s32 += x3 * w2  # noqa: E702
-    for c, (a, b, d, e) in ((j, (s00, s10, s20, s30)), (j + 1, (s01, s11, s21, s31)),
+    for c, (a, b, d, e) in ((j, (s00, s10, s20, s30)),
+                            (j + 1, (s01, s11, s21, s31)),
                             (j + 2, (s02, s12, s22, s32))):
         if c < n:
             out[i, c], out[i + 1, c], out[i + 2, c], out[i + 3, c] = a, b, d, e
@@ -105,10 +107,12 @@ def _groups(m):
 
 
 def _rows_matmul(x, wt, out):
-    # For every three columns of w, all the groups of rows: the three columns are read from
-    # memory once, and stay in the nearest cache while each group passes over them.  (Twelve
-    # running sums, four rows by three columns, fill most of an AVX2 core's sixteen vector
-    # registers; wider tiles measured slower: the compiler's unrolled sums spill.)
+    # For every three columns of w, all the groups of rows: the three
+    # columns are read from memory once, and stay in the nearest cache
+    # while each group passes over them.  (Twelve running sums, four rows
+    # by three columns, fill most of an AVX2 core's sixteen vector
+    # registers; wider tiles measured slower: the compiler's unrolled
+    # sums spill.)
     m, n = x.shape[0], wt.shape[0]
     sizes = groups(m)
     for j in range(0, n, 3):
