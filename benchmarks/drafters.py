@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/drafters.py --json out.json  # also write the figures
     .venv/bin/python benchmarks/drafters.py --drafters medusa eagle --reps 2
     .venv/bin/python benchmarks/drafters.py --compiled       # every network's pass compiled (numba)
+    python3 benchmarks/drafters.py --device cuda             # every network's pass in PyTorch on a GPU
 
 For each drafter of :func:`speclib.lm.drafters.load_drafter`, one
 :func:`speclib.book.wallclock.wallclock_experiment` times plain decoding and speculative
@@ -50,11 +51,11 @@ def prompts_at_line_starts(domain: str, n_prompt: int, fractions=(0.2, 0.5, 0.8)
 
 
 def measure(names, domain: str, temperature: float, ks, n_prompt: int, n_new: int, reps: int,
-            seed: int = 0, compiled: bool = False) -> dict:
-    prompts = prompts_at_line_starts(domain, n_prompt)
+            seed: int = 0, compiled: bool = False, device: str | None = None, prompts=None) -> dict:
+    prompts = prompts_at_line_starts(domain, n_prompt) if prompts is None else prompts
     out = {}
     for name in names:
-        drafter = load_drafter(name, temperature, domain, compiled=compiled)
+        drafter = load_drafter(name, temperature, domain, compiled=compiled, device=device)
         t0 = time.perf_counter()
         run = wallclock_experiment(drafter.target, drafter, prompts, n_new=n_new, ks=ks, reps=reps, seed=seed)
         s = run.speedups()
@@ -108,24 +109,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new-tokens", type=int, default=100)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--compiled", action="store_true", help="run every network's pass compiled (numba)")
+    parser.add_argument("--device", help="run every network's pass on this PyTorch device (cuda, cpu)")
     parser.add_argument("--json", metavar="PATH", help="write the figures as JSON")
     args = parser.parse_args(argv)
+    if args.compiled and args.device:
+        parser.error("--compiled and --device: choose one (a compiled pass runs on the host)")
     names = [n for n in args.drafters if n not in DRAFTER_FILES or (DATA_DIR / DRAFTER_FILES[n]).is_file()]
     for n in sorted(set(args.drafters) - set(names)):
         print(f"{n}: no weights in speclib/data (train them with training/train_drafters.py); skipped")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    passes = f"on {args.device}" if args.device else "compiled" if args.compiled else "numpy"
     print(f"{args.domain}, T = {args.temperature:g}, k = {args.ks}, {args.reps} repetitions x 3 prompts of "
           f"{args.prompt_chars} characters, {args.new_tokens} new tokens; load average {load:.1f} "
-          f"on {os.cpu_count()} cores; passes {'compiled' if args.compiled else 'numpy'}")
+          f"on {os.cpu_count()} cores; passes {passes}")
     print(processor_summary())
     results = measure(names, args.domain, args.temperature, args.ks, args.prompt_chars, args.new_tokens,
-                      args.reps, compiled=args.compiled)
+                      args.reps, compiled=args.compiled, device=args.device)
     print(report(results))
     if args.json:
         meta = {"domain": args.domain, "temperature": args.temperature, "reps": args.reps,
                 "prompts": 3, "prompt_chars": args.prompt_chars, "new_tokens": args.new_tokens,
                 "load_average_at_start": load, "load_average_at_end": os.getloadavg()[0],
-                "passes": "compiled" if args.compiled else "numpy", "processor": processor_summary(),
+                "passes": passes, "processor": processor_summary(),
                 "python": platform.python_version(), "numpy": np.__version__,
                 "time": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
         with open(args.json, "w") as fh:

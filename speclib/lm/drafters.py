@@ -214,6 +214,7 @@ class MedusaHeads(_FeatureDrafter):
         self.heads = len(weights)
         self._w = np.concatenate([np.asarray(w, np.float32) for w, _ in weights], axis=1)  # (d, heads * d)
         self._b = np.concatenate([np.asarray(b, np.float32) for _, b in weights])
+        self._device_heads = None  # a speclib.lm.torch_pass.TorchMedusaHeads, when the target runs on a device
 
     def propose(self, text: np.ndarray, k: int, policy, choose, timings: dict | None) -> Proposal:
         m = min(k, self.heads)
@@ -233,6 +234,12 @@ class MedusaHeads(_FeatureDrafter):
     def head_logits(self, features: np.ndarray, m: int | None = None) -> np.ndarray:
         """Logits of the first ``m`` heads (all by default) at each row of ``features``, ``(n, m, V)``."""
         m = self.heads if m is None else m
+        if self.target.model.device is not None:  # the same heads on the target's PyTorch device
+            if self._device_heads is None:
+                from .torch_pass import TorchMedusaHeads
+
+                self._device_heads = TorchMedusaHeads(self._w, self._b, self._w_out, self.target.model.device)
+            return self._device_heads(features, m)
         n, d = features.shape
         z = features @ self._w[:, :m * d] + self._b[:m * d]
         h = (z / (1.0 + np.exp(-z))).reshape(n, m, d) + features[:, None, :]  # silu, then the residual
@@ -298,6 +305,7 @@ class EagleDrafter(_FeatureDrafter):
         self._count = 0  # entries held
         self._real = 0  # of which built from the target's own hidden states
         self._transposed: tuple | None = None  # the matrices transposed, for the compiled entry
+        self._device_pass = None  # a speclib.lm.torch_pass.TorchEaglePass, when the target runs on a device
 
     def start(self, prompt: np.ndarray, vocab_size: int) -> None:
         super().start(prompt, vocab_size)
@@ -308,6 +316,14 @@ class EagleDrafter(_FeatureDrafter):
         p, n, h = self.p, tokens.size, self.n_heads
         dh = self.d // h
         start, end = self._count, self._count + n
+        if self.target.model.device is not None:  # the same pass on the target's PyTorch device
+            if self._device_pass is None:
+                from .torch_pass import TorchEaglePass
+
+                self._device_pass = TorchEaglePass(self.p, self._wte, self.n_heads, LN_EPS, self.target.model.device)
+            lo = max(0, end - self.window - n + 1)
+            self._count = end
+            return self._device_pass(feats, tokens, start, lo, self._window_mask(lo, start, end) if n > 1 else None)
         if end > self._keys.shape[1]:
             size = max(end, 2 * self._keys.shape[1])
             for attr in ("_keys", "_values"):
@@ -443,14 +459,17 @@ def load_drafter_model(name: str, path: str | Path | None = None, target: Transf
 
 
 def load_drafter(name: str, temperature: float = 1.0, domain: str = "code", *,
-                 target: Transformer | None = None, path: str | Path | None = None, compiled: bool = False):
+                 target: Transformer | None = None, path: str | Path | None = None, compiled: bool = False,
+                 device: str | None = None):
     """A drafter for the book's target by name, as a proposer with a ``target`` attribute.
 
     ``name`` is one of :data:`DRAFTER_NAMES`; ``domain`` matters only for ``ngram`` (the
     n-gram of that domain's training text).  ``target`` and ``path`` replace the shipped
     target and the drafter's shipped file (the tests use them).  ``compiled``: the target's
     passes, and the drafter's if it is a network, run compiled (``Transformer.compiled``;
-    EAGLE's passes too); the rows are the same up to float32 rounding.
+    EAGLE's passes too); the rows are the same up to float32 rounding.  ``device``: the same
+    networks on a PyTorch device instead (``Transformer.with_device``; EAGLE's block and
+    Medusa's heads too); the n-gram's lookups stay on the host.
 
     Examples
     --------
@@ -470,11 +489,17 @@ def load_drafter(name: str, temperature: float = 1.0, domain: str = "code", *,
         target, draft = load_pair(temperature)
     else:
         target, draft = _check_target(target).with_temperature(temperature), None
-    target = target.with_compiled(compiled)
+    if compiled and device is not None:
+        raise ValueError(f"device: a compiled pass runs on the host; pass compiled=False with device={device!r}")
+
+    def place(model: Transformer) -> Transformer:
+        return model.with_device(device) if device is not None else model.with_compiled(compiled)
+
+    target = place(target)
     if name == "pair":
         if path is not None or draft is None:
             draft = load_transformer(DATA_DIR / "neural_draft.npz" if path is None else path)
-        return ModelDrafter(draft.with_temperature(temperature).with_compiled(compiled), target, "draft")
+        return ModelDrafter(place(draft.with_temperature(temperature)), target, "draft")
     if name == "ngram":
         from ..core.warping import warp
         from .ngram import train_ngram
@@ -482,7 +507,7 @@ def load_drafter(name: str, temperature: float = 1.0, domain: str = "code", *,
         model = train_ngram(domain, NGRAM_ORDER)
         return ModelDrafter(model if temperature == 1.0 else warp(model, temperature=temperature), target, "draft")
     if name in ("distilled", "early-exit"):
-        model = load_drafter_model(name, path, target).with_temperature(temperature).with_compiled(compiled)
+        model = place(load_drafter_model(name, path, target).with_temperature(temperature))
         return ModelDrafter(model, target, "draft")
     header, arrays = load_weights(DATA_DIR / DRAFTER_FILES[name] if path is None else path)
     if name == "medusa":
@@ -676,7 +701,8 @@ class DraftCost(NamedTuple):
 
 def draft_costs(names, domain: str = "code", temperature: float = 1.0, k: int = 4, n_prompts: int = 20,
                 n_new: int = 100, prompt_chars: int = 40, seed: int = 0, *, compiled: bool = False,
-                target: Transformer | None = None, paths: dict | None = None) -> dict[str, DraftCost]:
+                device: str | None = None, target: Transformer | None = None,
+                paths: dict | None = None) -> dict[str, DraftCost]:
     """Each drafter's cost ``c`` inside the loop: its one-token pass over the target's.
 
     For each of :func:`heldout_prompts` ``(domain, n_prompts, prompt_chars)`` in turn, the
@@ -686,8 +712,8 @@ def draft_costs(names, domain: str = "code", temperature: float = 1.0, k: int = 
     slows down for a while slows them all.  ``c`` is the median of the drafter's passes that
     read one token over the median of the target's one-token passes in plain decoding
     (the passes that read a prompt or several states are left out).  ``compiled``: target
-    and drafters run compiled (:func:`load_drafter`).  Wall-clock times: run it on a quiet
-    machine.
+    and drafters run compiled, ``device``: on that PyTorch device (:func:`load_drafter`).
+    Wall-clock times: run it on a quiet machine.
 
     Examples
     --------
@@ -701,8 +727,8 @@ def draft_costs(names, domain: str = "code", temperature: float = 1.0, k: int = 
     if not names:
         raise ValueError("names: expected at least one drafter name")
     paths = {} if paths is None else dict(paths)
-    drafters = {n: load_drafter(n, temperature, domain, target=target, path=paths.get(n), compiled=compiled)
-                for n in names}
+    drafters = {n: load_drafter(n, temperature, domain, target=target, path=paths.get(n), compiled=compiled,
+                                device=device) for n in names}
     model = next(iter(drafters.values())).target
     prompts = heldout_prompts(domain, n_prompts, prompt_chars)
     plain: list[float] = []

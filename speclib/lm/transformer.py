@@ -271,6 +271,8 @@ class Transformer:
         self._strategy: str | None = None
         self._compiled = False
         self._compiled_pass: _kernel.CompiledPass | None = None
+        self._device: str | None = None
+        self._device_pass = None  # a speclib.lm.torch_pass.TorchPass, made on first use
 
     def __repr__(self) -> str:
         c = self.config
@@ -339,6 +341,9 @@ class Transformer:
     @compiled.setter
     def compiled(self, value: bool) -> None:
         value = as_bool(value, "compiled")
+        if value and self._device is not None:
+            raise ValueError(f"compiled: this model runs on the PyTorch device {self._device!r}; "
+                             "call with_device(None) first")
         if value and not _kernel.available():
             raise ValueError("compiled: the compiled pass needs numba (pip install -r requirements.txt)")
         self._compiled = value
@@ -348,6 +353,43 @@ class Transformer:
         other = copy.copy(self)
         other.compiled = compiled
         return other
+
+    @property
+    def device(self) -> str | None:
+        """The PyTorch device every pass runs on (``"cuda"``, ``"cpu"``), or ``None``: numpy (the default).
+
+        Set it on a copy with :meth:`with_device`.  On a device the pass is
+        :class:`speclib.lm.torch_pass.TorchPass` (needs PyTorch): the same layers in float32,
+        with the key/value cache kept on the device and the logits brought back to the host,
+        where the loops sample as they always do.  Rows agree with the numpy pass up to
+        float32 rounding (``tests/test_torch_pass.py``).
+        """
+        return self._device
+
+    def with_device(self, device: str | None) -> "Transformer":
+        """The same model (weights shared on the host) with its passes on a PyTorch ``device``.
+
+        ``None`` returns to numpy.  The original is unchanged.  Raises a ValueError naming the
+        device when this PyTorch cannot use it, and an ImportError with the install command
+        when PyTorch is missing.
+        """
+        other = copy.copy(self)
+        other._device, other._device_pass = None, None
+        if device is not None:
+            if self._compiled:
+                raise ValueError("device: a compiled model runs on the host; call with_compiled(False) first")
+            from .torch_pass import TorchPass
+
+            other._device_pass = TorchPass(self.params, self.config.n_layers, self.config.n_heads, self._w_out,
+                                           LN_EPS, device)
+            other._device = str(other._device_pass.device)
+        return other
+
+    def _zeros(self, shape: tuple[int, ...]):
+        """Zeros for a cache's keys or values: numpy's, or on the model's device."""
+        if self._device_pass is not None:
+            return self._device_pass.zeros(shape)
+        return np.zeros(shape, dtype=np.float32)
 
     def _pass(self) -> "_kernel.CompiledPass":
         if self._compiled_pass is None:
@@ -381,6 +423,8 @@ class Transformer:
         cfg = self.config
         n, h, dh = tokens.size, cfg.n_heads, cfg.head_dim
         end = filled + n
+        if self._device_pass is not None:
+            return self._device_pass(tokens, filled, keys, values, features, positions, mask)
         if self._compiled:
             return self._pass()(tokens, filled, keys, values, features,
                                 np.arange(filled, end) if positions is None else positions, mask)
@@ -462,12 +506,12 @@ class KVCache:
         self._features = np.zeros((64 if self.keep_features else 0, cfg.d_model), dtype=np.float32)
         # block_size slots for the window, as many again for the nodes of a token tree.
         shape = (cfg.n_layers, cfg.n_heads, 2 * cfg.block_size, cfg.head_dim)
-        self._keys = np.zeros(shape, dtype=np.float32)
-        self._values = np.zeros(shape, dtype=np.float32)
+        self._keys = model._zeros(shape)
+        self._values = model._zeros(shape)
         self._start = 0  # absolute position of window slot 0
         self._filled = 0  # window slots holding valid keys/values
         # The other window: [keys, values, start, filled] (filled = 0: nothing kept).
-        self._other = [np.zeros(shape, dtype=np.float32), np.zeros(shape, dtype=np.float32), -1, 0]
+        self._other = [model._zeros(shape), model._zeros(shape), -1, 0]
         self._tokens = np.zeros(64, dtype=np.int64)
         self._length = 0  # tokens fed
         self._tree: _PendingTree | None = None
