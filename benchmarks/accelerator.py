@@ -169,10 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, r in record["drafters"].items():
         print(name, "best k", r["best_k"], r["best_speedup"], (r["best_q25"], r["best_q75"]), flush=True)
     record["provenance"]["seconds"] = round(time.perf_counter() - started, 1)
+    Path(args.out).write_text(json.dumps(record, indent=1) + "\n")  # written first: a measurement is never lost
+    print("wrote", args.out, "in", record["provenance"]["seconds"], "s")
     if not args.quick:
         check_accelerator_record(record)
-    Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
-    print("wrote", args.out, "in", record["provenance"]["seconds"], "s")
     return 0
 
 
