@@ -55,3 +55,27 @@ def second_order_pair():
     p = rng.dirichlet(np.full(3, 1.0), size=(3, 3))
     return SecondOrderModel(q), SecondOrderModel(p)
 
+
+
+@pytest.fixture
+def eagle_state_error():
+    """A function ``(other, reference) -> float``: feed two EAGLE drafters of the same weights
+    (:class:`speclib.lm.drafters.EagleDrafter`) the same 200 random entries one to five at a
+    time, as the loop feeds them after each verification and past the shipped drafter's
+    127-entry window, and return the largest difference of their predicted states relative
+    to the reference's largest state (at least 1)."""
+
+    def error(other, reference) -> float:
+        rng = np.random.default_rng(0)
+        d = reference.target.model.config.d_model
+        feats = rng.standard_normal((200, d)).astype(np.float32)
+        tokens = rng.integers(0, reference.vocab_size, 200)
+        worst, j = 0.0, 0
+        while j < 200:
+            n = 1 + j % 5
+            a, b = other._pass(feats[j:j + n], tokens[j:j + n]), reference._pass(feats[j:j + n], tokens[j:j + n])
+            worst = max(worst, float(np.abs(a - b).max()) / max(1.0, float(np.abs(b).max())))
+            j += n
+        return worst
+
+    return error

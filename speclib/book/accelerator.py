@@ -127,14 +127,18 @@ def accelerator_summary(record: dict, alphas: dict[str, float] | None = None) ->
     """What chapter 7 shows, from a checked record.
 
     Per drafter: the best ``k``, its median speed-up and middle half, ``c`` (measured apart
-    from the runs, :func:`speclib.lm.drafters.draft_costs`), the isolated ``r(k+1)`` at that
-    ``k``, and the cost model's prediction from those and ``alphas[name]`` (the acceptance
-    measured apart, e.g. the metrics file's in-loop rate; the run's own where not given).
-    Plus the isolated ``r(4)`` and ``r(9)`` on the device and numpy's on the host.
+    from the runs, :func:`speclib.lm.drafters.draft_costs`), the isolated ``r`` of the
+    verification pass at that ``k``, and the cost model's prediction from those and
+    ``alphas[name]`` (the acceptance measured apart, e.g. the metrics file's in-loop rate; the
+    run's own where not given).  Medusa's heads draft ``min(k, heads)`` tokens from one pass,
+    so its step is one draft pass and a verification of ``min(k, heads) + 1`` tokens.  Plus
+    the isolated ``r`` on the device and numpy's on the host, by number of tokens.
     """
-    from ..lm.transformer import speedup_with_costs
+    from ..core.theory import expected_tokens_per_pass
+    from ..lm.drafters import DATA_DIR, DRAFTER_FILES, load_weights
 
     record = check_accelerator_record(record)
+    heads = load_weights(DATA_DIR / DRAFTER_FILES["medusa"])[0]["heads"]
     iso = record["isolated"]
     r_dev = dict(zip(iso["device"]["n_tokens"], iso["device"]["r"]))
     r_host = dict(zip(iso["host_numpy"]["n_tokens"], iso["host_numpy"]["r"]))
@@ -144,9 +148,11 @@ def accelerator_summary(record: dict, alphas: dict[str, float] | None = None) ->
         i = run["ks"].index(k)
         alpha = (alphas or {}).get(name, run["acceptance"][i])
         c = record["cost"][name]["c"]
+        drafts, passes = (min(k, heads), 1) if name == "medusa" else (k, k)
+        r = r_dev[drafts + 1]
         rows[name] = {"k": k, "speedup": run["best_speedup"], "q25": run["best_q25"], "q75": run["best_q75"],
-                      "alpha": alpha, "c": c, "r": r_dev.get(k + 1, run["r"][i]),
-                      "predicted": speedup_with_costs(alpha, k, c, r_dev.get(k + 1, run["r"][i]))}
+                      "alpha": alpha, "c": c, "r": r,
+                      "predicted": float(expected_tokens_per_pass(alpha, drafts)) / (passes * c + r)}
     best = max(rows, key=lambda n: rows[n]["speedup"])
     return {"rows": rows, "best": best, "r_device": r_dev, "r_host": r_host,
             "t1_ms": iso["device"]["median_ms"][0], "host_t1_ms": iso["host_numpy"]["median_ms"][0],

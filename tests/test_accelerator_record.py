@@ -1,0 +1,104 @@
+"""The stored accelerator record (benchmarks/accelerator.py): its layout, its provenance, what 07 reads.
+
+The record was measured on a GPU that the tests do not have, so it is checked as stored; the
+script that wrote it is run here on PyTorch's CPU build in its quick form, and what it writes
+must have the same layout.
+"""
+
+import copy
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from speclib.book.accelerator import (ACCELERATOR_RECORD, LOGIT_TOLERANCE, accelerator_summary,
+                                      check_accelerator_record, load_accelerator_record)
+from speclib.core.theory import expected_tokens_per_pass
+from speclib.lm.drafters import DRAFTER_NAMES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def record():
+    return load_accelerator_record()
+
+
+def test_the_stored_record_is_a_gpu_measurement_with_its_provenance(record):
+    prov = record["provenance"]
+    assert prov["quick"] is False and len(prov["commit"]) == 40
+    assert prov["accelerator"]["device"].startswith("cuda") and prov["accelerator"]["tf32"] is False
+    assert prov["accelerator"]["torch"] and prov["accelerator"]["cuda"]
+    assert sorted(record["drafters"]) == sorted(DRAFTER_NAMES)
+    assert all(v == 1.0 for v in record["agreement"]["same_tokens_fraction"].values())
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda r: r["provenance"].pop("commit"), "provenance has no 'commit'"),
+    (lambda r: r["provenance"].update(quick=True), "quick"),
+    (lambda r: r["provenance"]["accelerator"].update(tf32=True), "tf32"),
+    (lambda r: r["agreement"]["max_abs_logit_difference"].update(target=10 * LOGIT_TOLERANCE), "another network"),
+    (lambda r: r["isolated"]["device"]["r"].pop(), "isolated.device.r"),
+    (lambda r: r["isolated"]["host_numpy"].update(q25_ms=[1e9] * len(r["isolated"]["host_numpy"]["q25_ms"])),
+     "out of order"),
+    (lambda r: r["cost"].pop("eagle"), "cost has no 'eagle'"),
+    (lambda r: r["cost"]["pair"].update(c=-0.1), "cost.pair.c"),
+    (lambda r: r["drafters"].pop("ngram"), "drafters has no 'ngram'"),
+    (lambda r: r["drafters"]["eagle"]["speedup_median"].append(1.0), "drafters.eagle.speedup_median"),
+    (lambda r: r["drafters"]["pair"]["c"].__setitem__(0, "fast"), "drafters.pair.c"),
+    (lambda r: r["drafters"]["pair"].update(best_speedup=100.0), "outside its middle half"),
+    (lambda r: r["drafters"]["pair"].update(ks=[1, 2]), "differs from settings.ks"),
+])
+def test_a_damaged_record_is_refused_by_name(record, mutate, message):
+    damaged = copy.deepcopy(record)
+    mutate(damaged)
+    with pytest.raises(ValueError, match=message):
+        check_accelerator_record(damaged)
+
+
+def test_load_names_a_missing_or_broken_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="accelerator.py"):
+        load_accelerator_record(tmp_path / "none.json")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ValueError, match="not JSON"):
+        load_accelerator_record(tmp_path / "bad.json")
+
+
+def test_the_summary_is_the_cost_model_on_the_recorded_costs(record):
+    s = accelerator_summary(record, {"eagle": 0.8})
+    eagle = s["rows"]["eagle"]
+    k = eagle["k"]
+    assert eagle["alpha"] == 0.8 and eagle["c"] == record["cost"]["eagle"]["c"]
+    assert eagle["r"] == s["r_device"][k + 1]
+    assert math.isclose(eagle["predicted"], float(expected_tokens_per_pass(0.8, k)) / (k * eagle["c"] + eagle["r"]))
+    # Medusa: one pass drafts min(k, heads) tokens, verified in one pass of min(k, heads) + 1
+    medusa = s["rows"]["medusa"]
+    drafts = min(medusa["k"], 4)
+    assert math.isclose(medusa["predicted"], float(expected_tokens_per_pass(medusa["alpha"], drafts))
+                        / (medusa["c"] + s["r_device"][drafts + 1]))
+    assert s["best"] == max(s["rows"], key=lambda n: s["rows"][n]["speedup"])
+    assert s["prediction_errors"].shape == (len(DRAFTER_NAMES),) and np.isfinite(s["prediction_errors"]).all()
+
+
+def test_the_script_writes_a_record_of_the_same_layout(tmp_path, record):
+    pytest.importorskip("torch")
+    out = tmp_path / "quick.json"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "accelerator.py"), "--device", "cpu", "--quick",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    quick = json.loads(out.read_text())
+    with pytest.raises(ValueError, match="quick"):
+        check_accelerator_record(quick)  # a test run is never shown as a measurement
+    quick["provenance"]["quick"] = False
+    check_accelerator_record(quick)
+
+    def layout(obj):
+        return sorted(obj) if isinstance(obj, dict) else None
+
+    for key in ("provenance", "settings", "agreement", "isolated", "cost", "drafters"):
+        assert layout(quick[key]) == layout(record[key]), key
+    assert ACCELERATOR_RECORD.is_file()
