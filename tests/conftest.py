@@ -79,3 +79,28 @@ def eagle_state_error():
         return worst
 
     return error
+
+
+@pytest.fixture
+def record_checks(tmp_path):
+    """Two checks every stored record's loader and checker must pass, as functions:
+    ``refuses(check, record, mutate, message)`` damages a deep copy of ``record`` with
+    ``mutate`` and expects ``check`` to raise a ValueError matching ``message``;
+    ``names_bad_files(load, hint)`` expects ``load`` to name a missing file (with ``hint``,
+    the script that writes it) and a file that is not JSON."""
+    import copy
+
+    def refuses(check, record, mutate, message):
+        damaged = copy.deepcopy(record)
+        mutate(damaged)
+        with pytest.raises(ValueError, match=message):
+            check(damaged)
+
+    def names_bad_files(load, hint):
+        with pytest.raises(FileNotFoundError, match=hint):
+            load(tmp_path / "none.json")
+        (tmp_path / "bad.json").write_text("{")
+        with pytest.raises(ValueError, match="not JSON"):
+            load(tmp_path / "bad.json")
+
+    return refuses, names_bad_files
