@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from drafters import measure, prompts_at_line_starts  # noqa: E402
+from drafters import check_device, measure, prompts_at_line_starts  # noqa: E402
 
 from speclib.book.accelerator import ACCELERATOR_RECORD, NETWORKS, check_accelerator_record  # noqa: E402
 from speclib.book.wallclock import processor_summary  # noqa: E402
@@ -139,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(ACCELERATOR_RECORD), help="where the record goes")
     args = parser.parse_args(argv)
     s = SETTINGS["quick" if args.quick else "full"]
+    check_device(parser, args.device)
     if args.write_prompts:
         chosen = [p.tolist() for p in prompts_at_line_starts("code", s["prompt_chars"])]
         Path(args.write_prompts).write_text(json.dumps(chosen))

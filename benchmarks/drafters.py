@@ -99,6 +99,18 @@ def report(results: dict) -> str:
     return "\n".join(lines)
 
 
+def check_device(parser: argparse.ArgumentParser, device: str) -> None:
+    """Stop with a one-line error when PyTorch is missing or cannot use ``device``."""
+    try:
+        from speclib.lm.torch_pass import device_of
+
+        device_of(device)
+    except ValueError as exc:  # its message starts "device: "
+        parser.error(f"--{exc}")
+    except ImportError as exc:
+        parser.error(f"--device: {exc}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--drafters", nargs="+", choices=DRAFTER_NAMES, default=list(DRAFTER_NAMES))
@@ -114,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.compiled and args.device:
         parser.error("--compiled and --device: choose one (a compiled pass runs on the host)")
+    if args.device:
+        check_device(parser, args.device)
     names = [n for n in args.drafters if n not in DRAFTER_FILES or (DATA_DIR / DRAFTER_FILES[n]).is_file()]
     for n in sorted(set(args.drafters) - set(names)):
         print(f"{n}: no weights in speclib/data (train them with training/train_drafters.py); skipped")

@@ -94,3 +94,13 @@ def test_the_script_writes_a_record_of_the_same_layout(tmp_path, record):
     for key in ("provenance", "settings", "agreement", "isolated", "cost", "drafters"):
         assert layout(quick[key]) == layout(record[key]), key
     assert ACCELERATOR_RECORD.is_file()
+
+
+@pytest.mark.parametrize("script", ["accelerator.py", "drafters.py"])
+def test_a_device_pytorch_cannot_use_is_one_line_of_error(script):
+    torch = pytest.importorskip("torch")
+    device = "cuda:7" if torch.cuda.device_count() < 8 else "nonsense"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--device", device],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"--device: {device!r}" in done.stderr.splitlines()[-1]

@@ -46,6 +46,8 @@ def device_of(device: object) -> "torch.device":
         raise ValueError(f"device: {device!r} is not a PyTorch device ({exc})") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device: {device!r} asked for, but this PyTorch sees no CUDA device")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"device: {device!r} asked for, but this PyTorch sees {torch.cuda.device_count()} CUDA devices")
     if dev.type not in ("cpu", "cuda"):
         raise ValueError(f"device: expected 'cpu' or a CUDA device such as 'cuda', got {device!r}")
     return dev
