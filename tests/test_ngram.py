@@ -75,6 +75,34 @@ def test_cached_and_batched_rows_agree():
         np.testing.assert_allclose(target(window)[-5:], whole[start: start + 5], atol=1e-14)
 
 
+@pytest.mark.parametrize("order", [1, 3, 7])
+def test_the_models_cache_gives_the_recomputing_caches_rows_bit_for_bit(order):
+    """NGramCache computes only the new tokens' rows; the rows are RecomputeCache's exactly.
+
+    Two models trained alike, so that neither reads rows the other remembered; passes of 1 to
+    70 tokens (past 64: the batched path) with rollbacks, on held-out text and random ids."""
+    from speclib.core.cache import RecomputeCache, model_cache
+    from speclib.lm.ngram import NGramCache
+
+    train = VOCAB.encode(load_corpus("code").train[:200_000])
+    a, b = NGramModel(train, order), NGramModel(train, order)
+    recompute, own = RecomputeCache(a), model_cache(b)
+    assert type(own) is NGramCache and own is not b.cache()
+    rng = np.random.default_rng(order)
+    text = np.concatenate([VOCAB.encode(load_corpus("code").heldout[:3000]), rng.integers(0, VOCAB.size, 3000)])
+    i = 0
+    while i < text.size - 70:
+        n = int(rng.choice([1, 1, 1, 2, 3, 5, 9, 70]))
+        np.testing.assert_array_equal(recompute.extend(text[i:i + n]), own.extend(text[i:i + n]))
+        back = int(rng.integers(0, n + 1)) if rng.random() < 0.3 else 0
+        recompute.rollback(len(recompute) - back)
+        own.rollback(len(own) - back)
+        i += n - back
+        assert len(own) == len(recompute) and np.array_equal(own.tokens, recompute.tokens)
+    with pytest.raises(TypeError, match="model: expected an NGramModel"):
+        NGramCache(object())
+
+
 def test_next_token_probability_matches_rows():
     target, draft = ngram_pair("prose")
     text = VOCAB.encode(load_corpus("prose").heldout[:2000])

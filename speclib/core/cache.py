@@ -144,9 +144,13 @@ class RecomputeCache:
         if n == 0:
             return np.zeros((0, self.vocab_size))
         start = 0 if self._context is None else max(0, need - (self._context + n))
-        rows = self.model(self._buf[start:need])
+        return self._rows(self._buf[start:need], n)
+
+    def _rows(self, window: np.ndarray, n: int) -> np.ndarray:
+        """The rows of the last ``n`` tokens of ``window``, the shortest text that determines them."""
+        rows = self.model(window)
         if self._check:
-            rows = checked_rows(rows, self.name, need - start, self.vocab_size)
+            rows = checked_rows(rows, self.name, window.size, self.vocab_size)
         return rows[-n:]
 
     def rollback(self, length: int) -> None:

@@ -33,6 +33,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._validate import as_int, as_real, as_tokens
+from ..core.cache import RecomputeCache
 from .corpora import load_corpus, shared_vocabulary
 
 #: Discounts are kept inside this range so that every order passes mass to the next.
@@ -320,11 +321,18 @@ class NGramModel:
             tokens = as_tokens(tokens, "tokens", self.vocab_size)  # the slow path says what is wrong
         if tokens.size == 0:
             return np.zeros((0, self.vocab_size))
+        return self._context_rows(self._contexts(tokens))
+
+    def cache(self) -> "NGramCache":
+        """An incremental reader of one sequence (:class:`NGramCache`): rows of the new tokens only."""
+        return NGramCache(self)
+
+    def _context_rows(self, contexts: np.ndarray) -> np.ndarray:
+        """The rows of ``contexts`` (from :meth:`_contexts`), remembered for the next calls."""
         if not self._ready:
             self._prepare()
-        contexts = self._contexts(tokens)
-        if tokens.size > 64:  # long inputs (evaluation): compute in chunks, bypass the cache
-            return np.concatenate([self._batch(contexts[i:i + 4096]) for i in range(0, tokens.size, 4096)])
+        if contexts.shape[0] > 64:  # long inputs (evaluation): compute in chunks, bypass the cache
+            return np.concatenate([self._batch(contexts[i:i + 4096]) for i in range(0, contexts.shape[0], 4096)])
         keys = [c.tobytes() for c in contexts]
         cache = self._cache
         missing = [i for i, key in enumerate(keys) if key not in cache]
@@ -394,6 +402,27 @@ class NGramModel:
         if tokens.size < 2:
             raise ValueError("tokens: need at least 2 tokens to measure a cross-entropy")
         return float(-np.log2(self.next_token_probability(tokens)).mean())
+
+
+class NGramCache(RecomputeCache):
+    """The cache of an :class:`NGramModel`: the rows of the fed tokens, and no others.
+
+    :class:`~speclib.core.cache.RecomputeCache` hands a model the last ``context_length + n``
+    tokens and keeps the last ``n`` rows: the model computes ``context_length`` rows more, for
+    the short contexts at the start of that window, which the loop throws away.  A draft pass
+    of the 7-gram then computes seven rows to use one.  This cache computes the ``n`` rows
+    alone, from the same contexts: the same rows, bit for bit (``tests/test_ngram.py``).
+    """
+
+    trusted_rows = True
+
+    def __init__(self, model: NGramModel) -> None:
+        if not isinstance(model, NGramModel):
+            raise TypeError(f"model: expected an NGramModel, got {type(model).__name__}")
+        super().__init__(model, "model")
+
+    def _rows(self, window: np.ndarray, n: int) -> np.ndarray:
+        return self.model._context_rows(self.model._contexts(window)[-n:])
 
 
 @functools.lru_cache(maxsize=2)
