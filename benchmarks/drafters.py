@@ -13,7 +13,9 @@ thread (chapter 9's machinery: the loops themselves, with their ``timings``).  T
 of a run is the plain run's seconds over the speculative run's, for the same prompt and
 repetition; the table gives their median and middle half, the acceptance rate (accepted /
 verified), ``c`` (the median one-token draft pass over the median plain target pass ``t1``;
-for Medusa one pass evaluates all heads), ``r(k+1)`` and tokens per target pass.
+for Medusa one pass evaluates all heads), ``r(k+1)``, tokens per target pass, and the time
+per step outside both models' passes (the loop's sampling, verification rule and roll-backs),
+in units of ``t1``, which the cost model leaves out.
 
 For Medusa and EAGLE the target is ``drafter.target``, whose cache also keeps the hidden
 states, in the plain runs too (one copy of ``d_model`` floats per token, negligible).
@@ -72,6 +74,9 @@ def measure(names, domain: str, temperature: float, ks, n_prompt: int, n_new: in
             "c": run.c[1:].round(4).tolist(),
             "r": run.verify_ratio[1:].round(4).tolist(),
             "tokens_per_pass": run.tokens_per_pass[1:].round(4).tolist(),
+            # the loop's own work per step (sampling, the rule, roll-backs), in one-token target passes
+            "outside_per_step": run.outside_per_step[1:].round(4).tolist(),
+            "outside_per_token_plain": round(float(run.outside_per_step[0]), 4),
             "draft_passes_per_step": (run.draft_passes.reshape(len(run.ks), -1).sum(axis=1)
                                       / steps)[1:].round(4).tolist(),
             "t1_ms": round(1e3 * run.t1, 4),
@@ -86,11 +91,12 @@ def report(results: dict) -> str:
     lines = []
     for name, r in results.items():
         lines.append(f"\n{name}  (t1 = {r['t1_ms']:.3f} ms, measured in {r['seconds']:.0f} s)")
-        lines.append("   k  speed-up  middle half    alpha      c   r(k+1)  tokens/pass  draft passes/step")
+        lines.append("   k  speed-up  middle half    alpha      c   r(k+1)  tokens/pass  draft passes/step  outside/step")
         for i, k in enumerate(r["ks"]):
             lines.append(f"  {k:2d}  {r['speedup_median'][i]:7.2f}x  {r['speedup_q25'][i]:5.2f} - "
                          f"{r['speedup_q75'][i]:5.2f}  {r['acceptance'][i]:6.3f}  {r['c'][i]:6.3f}  "
-                         f"{r['r'][i]:6.2f}  {r['tokens_per_pass'][i]:10.2f}  {r['draft_passes_per_step'][i]:10.2f}")
+                         f"{r['r'][i]:6.2f}  {r['tokens_per_pass'][i]:10.2f}  {r['draft_passes_per_step'][i]:10.2f}"
+                         f"  {r['outside_per_step'][i]:12.3f}")
     lines.append("\nbest k per drafter (median speed-up over cached plain decoding, middle half):")
     for name, r in results.items():
         mark = "meets" if r["best_speedup"] >= GOAL else "misses"
