@@ -28,7 +28,8 @@ NETWORKS = DRAFTER_NAMES
 #: rounding of logits of a few units, summed over four layers, stays far below it.
 LOGIT_TOLERANCE = 1e-3
 
-_PER_K = ("speedup_median", "speedup_q25", "speedup_q75", "acceptance", "c", "r", "tokens_per_pass")
+_PER_K = ("speedup_median", "speedup_q25", "speedup_q75", "acceptance", "c", "r", "tokens_per_pass",
+          "outside_per_step")
 
 
 def _need(mapping: object, key: str, where: str):
