@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     record["isolated"] = {"device": isolated(target.with_device(args.device), s["pass_tokens"], s["pass_repeats"]),
                           "host_numpy": isolated(target, s["pass_tokens"], s["host_repeats"])}
     print("isolated", {k: v["r"] for k, v in record["isolated"].items()}, flush=True)
-    costs = draft_costs(list(NETWORKS), n_prompts=s["cost_prompts"], device=args.device)
+    costs = draft_costs(list(NETWORKS), n_prompts=s["cost_prompts"], n_new=s["n_new"], device=args.device)
     record["cost"] = {name: cost.summary() for name, cost in costs.items()}
     print("cost", {n: c["c"] for n, c in record["cost"].items()}, flush=True)
     record["drafters"] = measure(DRAFTER_NAMES, "code", 1.0, s["ks"], s["prompt_chars"], s["n_new"], s["reps"],
