@@ -113,8 +113,11 @@ def isolated(model, counts: list, repeats: int) -> dict:
 def device_summary(device: str) -> dict:
     import torch
 
-    out = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": device,
-           "tf32": bool(torch.backends.cuda.matmul.allow_tf32)}
+    from speclib.lm.torch_pass import full_float32
+
+    with full_float32():  # as every pass runs
+        tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
+    out = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": device, "tf32": tf32}
     if device.startswith("cuda"):
         props = torch.cuda.get_device_properties(device)
         out.update({"name": props.name, "memory_gib": round(props.total_memory / 2**30, 1),

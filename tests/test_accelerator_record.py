@@ -66,6 +66,7 @@ def test_the_summary_is_the_cost_model_on_the_recorded_costs(record):
     k = eagle["k"]
     assert eagle["alpha"] == 0.8 and eagle["c"] == record["cost"]["eagle"]["c"]
     assert eagle["r"] == s["r_device"][k + 1]
+    assert eagle["outside"] == record["drafters"]["eagle"]["outside_per_step"][record["drafters"]["eagle"]["ks"].index(k)]
     assert math.isclose(eagle["predicted"], float(expected_tokens_per_pass(0.8, k)) / (k * eagle["c"] + eagle["r"]))
     # Medusa: one pass drafts min(k, heads) tokens, verified in one pass of min(k, heads) + 1
     medusa = s["rows"]["medusa"]

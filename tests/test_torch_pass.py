@@ -78,7 +78,7 @@ def test_a_pass_with_another_gelu_is_caught(monkeypatch):
 @pytest.mark.parametrize("name", DRAFTER_NAMES)
 def test_every_drafter_writes_the_same_tokens_on_the_device(name):
     host, dev = load_drafter(name), load_drafter(name, device="cpu")
-    assert dev.target.model.device == "cpu" if hasattr(dev.target, "model") else dev.target.device == "cpu"
+    assert getattr(dev.target, "model", dev.target).device == "cpu"
     prompt = np.random.default_rng(6).integers(1, 90, 12)
     for seed in range(3):
         a, sa = speculative_generate(host.target, host, prompt, 40, 4, rng=seed)
@@ -130,3 +130,19 @@ def test_bad_devices_and_mixed_settings_are_refused_by_name():
     with pytest.raises(ValueError, match="device: a compiled pass runs on the host"):
         load_drafter("pair", compiled=True, device="cpu")
     assert dev.with_device(None).device is None
+
+
+def test_a_pass_runs_without_tf32_and_leaves_the_process_setting_alone(monkeypatch):
+    """A process that enabled TF32 for other work gets float32 rows, and keeps its setting."""
+    matmul = torch.backends.cuda.matmul
+    seen = []
+    real_norm = torch_pass.F.layer_norm
+    monkeypatch.setattr(torch_pass.F, "layer_norm", lambda *a, **k: seen.append(matmul.allow_tf32) or real_norm(*a, **k))
+    before = matmul.allow_tf32
+    matmul.allow_tf32 = True  # a property of torch's module: set and restored by hand
+    try:
+        load_pair()[0].with_device("cpu").cache().extend(np.array([1, 2, 3]))
+        assert seen and not any(seen)
+        assert matmul.allow_tf32 is True
+    finally:
+        matmul.allow_tf32 = before

@@ -132,7 +132,9 @@ def accelerator_summary(record: dict, alphas: dict[str, float] | None = None) ->
     verification pass at that ``k``, and the cost model's prediction from those and
     ``alphas[name]`` (the acceptance measured apart, e.g. the metrics file's in-loop rate; the
     run's own where not given).  Medusa's heads draft ``min(k, heads)`` tokens from one pass,
-    so its step is one draft pass and a verification of ``min(k, heads) + 1`` tokens.  Plus
+    so its step is one draft pass and a verification of ``min(k, heads) + 1`` tokens.  And
+    ``outside``: the loop's own time per step at that ``k``, outside both models' passes, in
+    target passes (what the cost model leaves out).  Plus
     the isolated ``r`` on the device and numpy's on the host, by number of tokens.
     """
     from ..core.theory import expected_tokens_per_pass
@@ -152,7 +154,7 @@ def accelerator_summary(record: dict, alphas: dict[str, float] | None = None) ->
         drafts, passes = (min(k, heads), 1) if name == "medusa" else (k, k)
         r = r_dev[drafts + 1]
         rows[name] = {"k": k, "speedup": run["best_speedup"], "q25": run["best_q25"], "q75": run["best_q75"],
-                      "alpha": alpha, "c": c, "r": r,
+                      "alpha": alpha, "c": c, "r": r, "outside": run["outside_per_step"][i],
                       "predicted": float(expected_tokens_per_pass(alpha, drafts)) / (passes * c + r)}
     best = max(rows, key=lambda n: rows[n]["speedup"])
     return {"rows": rows, "best": best, "r_device": r_dev, "r_host": r_host,

@@ -316,14 +316,17 @@ class EagleDrafter(_FeatureDrafter):
         p, n, h = self.p, tokens.size, self.n_heads
         dh = self.d // h
         start, end = self._count, self._count + n
+        # Slots lo .. end - 1 hold every entry that one of the new entries may see; with several
+        # new entries, a mask keeps each to its own window.
+        lo = max(0, end - self.window - n + 1)
+        mask = self._window_mask(lo, start, end) if n > 1 else None
         if self.target.model.device is not None:  # the same pass on the target's PyTorch device
             if self._device_pass is None:
                 from .torch_pass import TorchEaglePass
 
                 self._device_pass = TorchEaglePass(self.p, self._wte, self.n_heads, LN_EPS, self.target.model.device)
-            lo = max(0, end - self.window - n + 1)
             self._count = end
-            return self._device_pass(feats, tokens, start, lo, self._window_mask(lo, start, end) if n > 1 else None)
+            return self._device_pass(feats, tokens, start, lo, mask)
         if end > self._keys.shape[1]:
             size = max(end, 2 * self._keys.shape[1])
             for attr in ("_keys", "_values"):
@@ -332,16 +335,15 @@ class EagleDrafter(_FeatureDrafter):
                 setattr(self, attr, grown)
         if self.target.model.compiled:  # the same pass as one compiled call
             self._count = end
-            return self._compiled_pass(feats, self._wte[tokens], start)
+            return self._compiled_pass(feats, self._wte[tokens], start, lo, mask)
         x = np.concatenate([feats, self._wte[tokens]], axis=1) @ p["fc.w"] + p["fc.b"]
         qkv = (_layer_norm(x, p["h0.ln1.g"], p["h0.ln1.b"]) @ p["h0.attn.w_qkv"] + p["h0.attn.b_qkv"])
         qkv = qkv.reshape(n, 3, h, dh).transpose(1, 2, 0, 3)
         self._keys[:, start:end] = qkv[1]
         self._values[:, start:end] = qkv[2]
-        lo = max(0, end - self.window - n + 1)
         att = (qkv[0] * np.float32(1.0 / math.sqrt(dh))) @ self._keys[:, lo:end].transpose(0, 2, 1)
-        if n > 1:
-            att += self._window_mask(lo, start, end)
+        if mask is not None:
+            att += mask
         att -= att.max(axis=-1, keepdims=True)
         np.exp(att, out=att)
         att /= att.sum(axis=-1, keepdims=True)
@@ -358,7 +360,8 @@ class EagleDrafter(_FeatureDrafter):
         pos, query = np.arange(lo, end), np.arange(start, end)[:, None]
         return np.where((pos > query) | (pos <= query - self.window), -np.inf, 0.0).astype(np.float32)
 
-    def _compiled_pass(self, feats: np.ndarray, embeddings: np.ndarray, start: int) -> np.ndarray:
+    def _compiled_pass(self, feats: np.ndarray, embeddings: np.ndarray, start: int, lo: int,
+                       mask: np.ndarray | None) -> np.ndarray:
         """:meth:`_pass` as one compiled call (``speclib.lm.kernel``), entries from slot ``start``."""
         if self._transposed is None:
             p = self.p
@@ -369,9 +372,7 @@ class EagleDrafter(_FeatureDrafter):
                                 t["h0.mlp.w_up"], p["h0.mlp.b_up"], t["h0.mlp.w_down"], p["h0.mlp.b_down"],
                                 p["ln_f.g"], p["ln_f.b"], t["out.w"], p["out.b"])
         n = feats.shape[0]
-        end = start + n
-        lo = max(0, end - self.window - n + 1)
-        mask = self._window_mask(lo, start, end) if n > 1 else np.zeros((0, 0), dtype=np.float32)
+        mask = np.zeros((0, 0), dtype=np.float32) if mask is None else mask
         result = np.empty((n, self.p["out.b"].size), dtype=np.float32)
         _kernel.eagle_compiled()(np.ascontiguousarray(feats, dtype=np.float32),
                                  np.ascontiguousarray(embeddings, dtype=np.float32), *self._transposed,
@@ -485,12 +486,12 @@ def load_drafter(name: str, temperature: float = 1.0, domain: str = "code", *,
         raise ValueError(f"name: unknown drafter {name!r}; expected one of {', '.join(DRAFTER_NAMES)}")
     temperature = as_real(temperature, "temperature", low=0.0)
     compiled = as_bool(compiled, "compiled")
+    if compiled and device is not None:
+        raise ValueError(f"device: a compiled pass runs on the host; pass compiled=False with device={device!r}")
     if target is None:
         target, draft = load_pair(temperature)
     else:
         target, draft = _check_target(target).with_temperature(temperature), None
-    if compiled and device is not None:
-        raise ValueError(f"device: a compiled pass runs on the host; pass compiled=False with device={device!r}")
 
     def place(model: Transformer) -> Transformer:
         return model.with_device(device) if device is not None else model.with_compiled(compiled)

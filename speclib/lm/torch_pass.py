@@ -6,7 +6,7 @@ the pinned CPU build; a machine with an accelerator brings its own).  It is what
 
 * :class:`TorchPass` holds a model's weights on the device and computes
   :meth:`Transformer._run <speclib.lm.transformer.Transformer._run>`'s arithmetic there, in
-  float32 (TF32 and reduced-precision reductions off), the same layers in the same order:
+  float32 (TF32 off during each pass, :func:`full_float32`), the same layers in the same order:
   token and position embeddings, per block a layer norm, the query/key/value product,
   attention over the cached keys (a causal or token-tree mask), the output product, a
   second layer norm and the GELU MLP (tanh form), then the final layer norm and the output
@@ -33,6 +33,8 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised where torch is absent
     raise ImportError(INSTALL_HINT) from exc
 
+import contextlib
+import functools
 import math
 
 import numpy as np
@@ -53,11 +55,29 @@ def device_of(device: object) -> "torch.device":
     return dev
 
 
-def _exact_float32() -> None:
-    """Products in full float32: no TF32, no reduced-precision reductions (the rows must match numpy's)."""
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+@contextlib.contextmanager
+def full_float32():
+    """Products in full float32 inside the block (no TF32), the caller's setting restored after.
+
+    Every pass runs inside it, so that the rows match numpy's wherever the process enabled TF32
+    for other work; the process's own setting is left as it was.
+    """
+    matmul = torch.backends.cuda.matmul
+    saved = matmul.allow_tf32
+    matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        matmul.allow_tf32 = saved
+
+
+def _float32_pass(method):
+    """A pass: no gradients, full float32 (:func:`full_float32`)."""
+    @functools.wraps(method)
+    def run(*args, **kwargs):
+        with torch.inference_mode(), full_float32():
+            return method(*args, **kwargs)
+    return run
 
 
 def _to(array: np.ndarray, dev: "torch.device") -> "torch.Tensor":
@@ -77,7 +97,6 @@ class TorchPass:
 
     def __init__(self, params: dict[str, np.ndarray], n_layers: int, n_heads: int, w_out: np.ndarray,
                  eps: float, device: object) -> None:
-        _exact_float32()
         self.device = device_of(device)
         dev = self.device
         self.wte, self.wpe = _to(params["wte"], dev), _to(params["wpe"], dev)
@@ -93,7 +112,7 @@ class TorchPass:
         """A float32 array of zeros on the device: a cache's keys or values."""
         return torch.zeros(shape, dtype=torch.float32, device=self.device)
 
-    @torch.inference_mode()
+    @_float32_pass
     def __call__(self, tokens: np.ndarray, filled: int, keys: "torch.Tensor", values: "torch.Tensor",
                  features: np.ndarray | None, positions: np.ndarray | None, mask: np.ndarray | None) -> np.ndarray:
         dev, n, h = self.device, tokens.size, self.heads
@@ -137,7 +156,6 @@ class TorchEaglePass:
     """
 
     def __init__(self, p: dict[str, np.ndarray], wte: np.ndarray, n_heads: int, eps: float, device: object) -> None:
-        _exact_float32()
         self.device = device_of(device)
         self.p = {n: _to(a, self.device) for n, a in p.items()}
         self.wte = _to(wte, self.device)
@@ -147,7 +165,7 @@ class TorchEaglePass:
         self.keys = torch.zeros((n_heads, 64, self.d // n_heads), dtype=torch.float32, device=self.device)
         self.values = torch.zeros_like(self.keys)
 
-    @torch.inference_mode()
+    @_float32_pass
     def __call__(self, feats: np.ndarray, tokens: np.ndarray, start: int, lo: int, mask: np.ndarray | None) -> np.ndarray:
         p, dev, n, h, d = self.p, self.device, tokens.size, self.heads, self.d
         end = start + n
@@ -182,7 +200,7 @@ class TorchMedusaHeads:
         self.device = device_of(device)
         self.w, self.b, self.w_out = _to(w, self.device), _to(b, self.device), _to(w_out, self.device)
 
-    @torch.inference_mode()
+    @_float32_pass
     def __call__(self, features: np.ndarray, m: int) -> np.ndarray:
         f = _to(features, self.device)
         n, d = f.shape
