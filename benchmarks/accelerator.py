@@ -50,7 +50,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from drafters import check_device, measure, prompts_at_line_starts  # noqa: E402
 
-from speclib.book.accelerator import ACCELERATOR_RECORD, NETWORKS, check_accelerator_record  # noqa: E402
+from speclib.book.accelerator import (ACCELERATOR_RECORD, NETWORKS, check_accelerator_record,  # noqa: E402
+                                      stepped_logit_difference)
 from speclib.book.wallclock import processor_summary  # noqa: E402
 from speclib.core.decoding import speculative_generate  # noqa: E402
 from speclib.lm.corpora import load_corpus, shared_vocabulary  # noqa: E402
@@ -78,19 +79,7 @@ def networks(device: str) -> dict:
 def agreement(device: str, n_tokens: int, prompts: list, n_new: int) -> dict:
     """Largest |logit difference| per network, and per drafter whether the device's tokens are numpy's."""
     ids = shared_vocabulary().encode(load_corpus("code").heldout[:n_tokens])
-    rng = np.random.default_rng(0)
-    logits = {}
-    for name, (host, dev) in networks(device).items():
-        a, b, worst, i = host.cache(), dev.cache(), 0.0, 0
-        while i < ids.size:  # a few tokens at a time, sometimes rolled back and fed again
-            n = int(rng.integers(1, 6))
-            chunk = ids[i:i + n]
-            worst = max(worst, float(np.abs(a.extend_logits(chunk) - b.extend_logits(chunk)).max()))
-            back = int(rng.integers(0, chunk.size + 1)) if rng.random() < 0.3 else 0
-            a.rollback(len(a) - back)
-            b.rollback(len(b) - back)
-            i += chunk.size - back
-        logits[name] = worst
+    logits = {name: stepped_logit_difference(host, dev, ids) for name, (host, dev) in networks(device).items()}
     same = {}
     for name in DRAFTER_NAMES:
         runs = []

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from speclib.book.accelerator import (ACCELERATOR_RECORD, LOGIT_TOLERANCE, accelerator_summary,
-                                      check_accelerator_record, load_accelerator_record)
+                                      check_accelerator_record, load_accelerator_record,
+                                      stepped_logit_difference)
 from speclib.core.theory import expected_tokens_per_pass
 from speclib.lm.drafters import DRAFTER_NAMES
 
@@ -109,3 +110,30 @@ def test_a_device_pytorch_cannot_use_is_one_line_of_error(script):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"--device: {device!r}" in done.stderr.splitlines()[-1]
+
+
+def test_the_stepped_comparison_sees_a_different_network_and_a_wrong_rollback():
+    from speclib.lm.transformer import TransformerConfig, random_transformer
+
+    cfg = TransformerConfig(vocab_size=7, block_size=8, d_model=8, n_layers=1, n_heads=2)
+    ids = np.arange(40) % 7  # past the 8-token block: the window moves
+    a, b = random_transformer(cfg, seed=0), random_transformer(cfg, seed=1)
+    assert stepped_logit_difference(a, a, ids) == 0.0
+    assert stepped_logit_difference(a, b, ids) > 0.1
+
+    class ForgetsRollbacks:  # a cache whose rollback keeps the tokens: its later rows read stale text
+        def __init__(self, model):
+            self.model = model
+
+        def cache(self):
+            inner = self.model.cache()
+
+            class Cache:
+                extend_logits = staticmethod(inner.extend_logits)
+                __len__ = inner.__len__
+
+                def rollback(self, length):
+                    pass
+            return Cache()
+
+    assert stepped_logit_difference(a, ForgetsRollbacks(a), ids) > 0.1

@@ -10,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from speclib.book.accelerator import stepped_logit_difference  # noqa: E402
 from speclib.core.decoding import speculative_generate  # noqa: E402
 from speclib.lm import torch_pass  # noqa: E402
 from speclib.lm.drafters import DRAFTER_NAMES, load_drafter  # noqa: E402
@@ -18,26 +19,12 @@ from speclib.lm.transformer import TransformerConfig, load_pair, random_transfor
 TOL = 1e-4  # float32 rounding of logits of a few units, over a few layers
 
 
-def stepped_difference(model, other, ids, seed=0):
-    """Largest |logit difference| feeding ``ids`` a few tokens at a time, with rollbacks."""
-    rng = np.random.default_rng(seed)
-    a, b, worst, i = model.cache(), other.cache(), 0.0, 0
-    while i < ids.size:
-        chunk = ids[i:i + int(rng.integers(1, 6))]
-        worst = max(worst, float(np.abs(a.extend_logits(chunk) - b.extend_logits(chunk)).max()))
-        back = int(rng.integers(0, chunk.size + 1)) if rng.random() < 0.3 else 0
-        a.rollback(len(a) - back)
-        b.rollback(len(b) - back)
-        i += chunk.size - back
-    return worst
-
-
 @pytest.mark.parametrize("tied", [True, False])
 def test_random_models_agree_across_window_moves_and_rollbacks(tied):
     cfg = TransformerConfig(vocab_size=11, block_size=16, d_model=24, n_layers=2, n_heads=3, tied=tied)
     model = random_transformer(cfg, seed=3)
     ids = np.random.default_rng(1).integers(0, 11, 70)  # past the 16-token block: the window moves
-    assert stepped_difference(model, model.with_device("cpu"), ids) < TOL
+    assert stepped_logit_difference(model, model.with_device("cpu"), ids) < TOL
 
 
 def test_the_shipped_target_agrees_and_keeps_the_same_features():
@@ -45,7 +32,7 @@ def test_the_shipped_target_agrees_and_keeps_the_same_features():
     ids = np.random.default_rng(2).integers(0, target.vocab_size, 150)
     dev = target.with_device("cpu")
     assert dev.device == "cpu" and target.device is None
-    assert stepped_difference(target, dev, ids) < TOL
+    assert stepped_logit_difference(target, dev, ids) < TOL
     a, b = target.cache(features=True), dev.cache(features=True)
     a.extend(ids[:40])
     b.extend(ids[:40])
@@ -72,7 +59,7 @@ def test_a_pass_with_another_gelu_is_caught(monkeypatch):
     ids = np.random.default_rng(5).integers(0, target.vocab_size, 40)
     real_gelu = torch_pass.F.gelu
     monkeypatch.setattr(torch_pass.F, "gelu", lambda x, approximate="none": real_gelu(x))
-    assert stepped_difference(target, target.with_device("cpu"), ids) > TOL
+    assert stepped_logit_difference(target, target.with_device("cpu"), ids) > TOL
 
 
 @pytest.mark.parametrize("name", DRAFTER_NAMES)

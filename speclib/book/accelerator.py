@@ -124,6 +124,34 @@ def load_accelerator_record(path: str | Path | None = None) -> dict:
     return check_accelerator_record(record)
 
 
+def stepped_logit_difference(model, other, ids: np.ndarray, seed: int = 0) -> float:
+    """Largest |logit difference| between two models' caches fed ``ids`` the way a loop feeds them.
+
+    One to five tokens at a time (``KVCache.extend_logits``), and after about a third of the
+    passes a rollback of some of them, which are then fed again: so the comparison covers
+    passes over several tokens, rollbacks and, past the block, the window's moves.  Both
+    caches see the same steps (``seed``).
+
+    Examples
+    --------
+    >>> from speclib.lm.transformer import TransformerConfig, random_transformer
+    >>> m = random_transformer(TransformerConfig(vocab_size=5, block_size=8, d_model=8, n_layers=1, n_heads=2))
+    >>> stepped_logit_difference(m, m, np.arange(20) % 5)
+    0.0
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    a, b, worst, i = model.cache(), other.cache(), 0.0, 0
+    while i < ids.size:
+        chunk = ids[i:i + int(rng.integers(1, 6))]
+        worst = max(worst, float(np.abs(a.extend_logits(chunk) - b.extend_logits(chunk)).max()))
+        back = int(rng.integers(0, chunk.size + 1)) if rng.random() < 0.3 else 0
+        a.rollback(len(a) - back)
+        b.rollback(len(b) - back)
+        i += chunk.size - back
+    return worst
+
+
 def accelerator_summary(record: dict, alphas: dict[str, float] | None = None) -> dict:
     """What chapter 7 shows, from a checked record.
 
