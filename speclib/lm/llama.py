@@ -136,14 +136,14 @@ class LlamaBlock(NamedTuple):
 
 
 def rms_norm(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
-    """``x / sqrt(mean(x**2) + eps) * gain`` along the last axis, in float32.
+    """``x / sqrt(mean(x**2) + eps) * gain`` along the last axis of ``(n, d)`` rows, in float32.
 
     Examples
     --------
     >>> rms_norm(np.array([[3.0, 4.0]], np.float32), np.ones(2, np.float32), 0.0)
     array([[0.8485281, 1.1313709]], dtype=float32)
     """
-    ms = _sum(x * x, axis=-1, keepdims=True)
+    ms = np.vecdot(x, x)[:, None]  # one call for the sums of squares: a pass over one token is mostly calls
     ms *= np.float32(1.0 / x.shape[-1])
     ms += np.float32(eps)
     np.sqrt(ms, out=ms)
@@ -174,22 +174,27 @@ def rope_tables(head_dim: int, base: float, positions: int) -> tuple[np.ndarray,
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
 
-def _rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, layout: str) -> np.ndarray:
-    """Rotary embedding of ``x`` (n, heads, head_dim) with ``cos``/``sin`` (n, 1, head_dim / 2)."""
+def _rope_rows(cos: np.ndarray, sin: np.ndarray, layout: str) -> tuple[np.ndarray, np.ndarray]:
+    """The tables of :func:`rope_tables` spread over a head's coordinates, so that the rotation of
+    ``x`` is ``x * c + partner(x) * s``: ``(positions, 1, head_dim)`` each, ``s`` carrying the signs."""
+    if layout == "adjacent":  # pair (2i, 2i + 1): partner swaps the two
+        c = np.repeat(cos, 2, axis=1)
+        s = np.stack([-sin, sin], axis=-1).reshape(sin.shape[0], -1)
+    else:  # pair (i, i + half): partner swaps the halves
+        c = np.concatenate([cos, cos], axis=1)
+        s = np.concatenate([-sin, sin], axis=1)
+    return np.ascontiguousarray(c[:, None, :]), np.ascontiguousarray(s[:, None, :])
+
+
+def _rotate(x: np.ndarray, c: np.ndarray, s: np.ndarray, layout: str) -> np.ndarray:
+    """Rotary embedding of ``x`` (n, heads, head_dim) with the rows ``c``, ``s`` (n, 1, head_dim) of :func:`_rope_rows`."""
     n, h, dh = x.shape
-    half = dh // 2
     if layout == "adjacent":
-        pairs = x.reshape(n, h, half, 2)
-        a, b = pairs[..., 0], pairs[..., 1]
+        partner = x.reshape(n, h, dh // 2, 2)[..., ::-1].reshape(n, h, dh)
     else:
-        a, b = x[..., :half], x[..., half:]
-    out = np.empty_like(x)
-    o = out.reshape(n, h, half, 2) if layout == "adjacent" else out
-    oa, ob = (o[..., 0], o[..., 1]) if layout == "adjacent" else (o[..., :half], o[..., half:])
-    np.multiply(a, cos, out=oa)
-    oa -= b * sin
-    np.multiply(a, sin, out=ob)
-    ob += b * cos
+        partner = np.concatenate([x[..., dh // 2:], x[..., :dh // 2]], axis=-1)
+    out = x * c
+    out += partner * s
     return out
 
 
@@ -263,8 +268,8 @@ class Llama:
         self.out_norm = _gain(out_norm, "out_norm", config.d_model)
         self.vocab_size = config.vocab_size
         self.temperature = as_real(temperature, "temperature", low=0.0)
-        cos, sin = rope_tables(config.head_dim, config.rope_base, config.max_positions)
-        self._cos, self._sin = cos[:, None, :], sin[:, None, :]  # (positions, 1, head_dim / 2)
+        self._cos, self._sin = _rope_rows(*rope_tables(config.head_dim, config.rope_base, config.max_positions),
+                                          config.rope_layout)  # (positions, 1, head_dim) each
         self._scale = np.float32(1.0 / math.sqrt(config.head_dim))  # a float32, so activations stay float32
         self._eps = np.float32(config.rms_eps)
 
