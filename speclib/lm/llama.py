@@ -140,8 +140,8 @@ def rms_norm(x: np.ndarray, gain: np.ndarray, eps: float) -> np.ndarray:
 
     Examples
     --------
-    >>> rms_norm(np.array([[3.0, 4.0]], np.float32), np.ones(2, np.float32), 0.0)
-    array([[0.8485281, 1.1313709]], dtype=float32)
+    >>> rms_norm(np.array([[2.0, -2.0]], np.float32), np.array([1.0, 3.0], np.float32), 0.0)
+    array([[ 1., -3.]], dtype=float32)
     """
     ms = np.vecdot(x, x)[:, None]  # one call for the sums of squares: a pass over one token is mostly calls
     ms *= np.float32(1.0 / x.shape[-1])

@@ -245,7 +245,7 @@ def load_smollm2(layout: str = "q8", temperature: float = 1.0, verify: bool = Tr
 
     Examples
     --------
-    >>> model = load_smollm2(layout="f32")
+    >>> model = load_smollm2(layout="q8")
     >>> model.config.n_layers, model.vocab_size, model.tokenizer.decode(model.tokenizer.encode("Hi!"))
     (30, 49152, 'Hi!')
     """
