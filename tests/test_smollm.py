@@ -9,6 +9,7 @@ speclib's loops on it; the file's errors; the tokenizer and the chat template.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib.machinery
 import importlib.metadata
@@ -21,11 +22,11 @@ import numpy as np
 import pytest
 
 from speclib.core.decoding import autoregressive_generate, speculative_generate
-from speclib.core.proposers import PromptLookup
+from speclib.core.proposers import PromptLookup, TreeDraft
 from speclib.lm import quant
 from speclib.lm import smollm as smollm_lib
 from speclib.lm.gguf_file import GGUFFile
-from speclib.lm.llama import Llama, random_llama, rope_tables
+from speclib.lm.llama import Llama, LlamaConfig, random_llama, rope_tables
 from speclib.lm.tokenizer import GGUFTokenizer
 from smollm_helpers import CFG, STRINGS, half_layout_copy, spell
 
@@ -207,6 +208,19 @@ def test_greedy_plain_and_prompt_lookup_decoding_give_transformers_continuation(
     spec, stats = speculative_generate(greedy, PromptLookup(n_max=3), np.array(record["ids"]), 30, k=4, rng=0)
     assert spec.tolist() == record["greedy"]
     assert stats.target_passes < 30  # prompt lookup's drafts were accepted, several tokens a pass
+
+
+def test_a_token_tree_verified_by_the_real_model_in_the_loop(smollm):
+    """TreeDraft's trees are scored by the real model in one pass each (extend_tree, accept_tree): at T = 0
+    the output is still transformers' greedy continuation, whatever the (random, tiny) draft proposes."""
+    record = REFERENCE["prompts"]["prose"]
+    draft = random_llama(LlamaConfig(vocab_size=smollm.vocab_size, d_model=8, n_layers=1, n_heads=2, n_kv_heads=1,
+                                     d_ff=8, max_positions=64), seed=0, temperature=0)
+    greedy = smollm.with_temperature(0)
+    tokens, stats = speculative_generate(greedy, TreeDraft(draft, branching=(2, 1)), np.array(record["ids"]), 10, k=2,
+                                         rng=0)
+    assert tokens.tolist() == record["greedy"][:10] and stats.scored_nodes > stats.target_passes
+    assert copy.deepcopy(greedy.cache()).model is greedy  # copies of a run share the weights
 
 
 def test_a_sampled_speculative_run_with_prompt_lookup(smollm):

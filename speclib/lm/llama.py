@@ -295,6 +295,9 @@ class Llama:
                     + b.ffn_norm.nbytes for b in self.blocks)
         return total + self.head.nbytes + self.out_norm.nbytes
 
+    def __deepcopy__(self, memo: dict) -> "Llama":
+        return self  # the weights never change: copies of a run or of a cache share the model
+
     def with_temperature(self, temperature: float) -> "Llama":
         """The same model (weights shared, not copied) sampling at another temperature."""
         other = copy.copy(self)
