@@ -12,8 +12,10 @@ weight, speclib.lm.quant) runs in a fresh Python process, so that its peak memor
 * **peak RSS of a short run**: the same after a 64-token prompt and 32 greedy tokens
   (speclib's ``autoregressive_generate``), what a notebook that runs the model holds at least;
 * **a pass over n = 1 and n = 8 new tokens** after a 64-token prefix (extend, then roll back),
-  on one BLAS thread, both sizes interleaved in random order in every repeat, each timed pass
-  after an untimed one of the same size; medians and quartiles, and r(8) = t(8) / t(1).
+  on one BLAS thread, for the numpy pass and (with numba) the compiled one
+  (``Llama.with_compiled``), every (pass, size) pair interleaved in random order in every
+  repeat, each timed pass after an untimed one of the same pair; medians and quartiles, and
+  r(8) = t(8) / t(1) of each pass (in both halves of the repeats, to see it settle).
 
 The first line names the processor, the BLAS kernel and the load average.  Prints figures and
 asserts nothing; the notebook goal it is read against: peak memory below 1.5 GB.
@@ -44,6 +46,7 @@ def child(layout: str, repeats: int, seed: int = 0) -> dict:
     import tokenizers  # noqa: F401  (imported by the load; counted in the baseline)
 
     from speclib.core.decoding import autoregressive_generate
+    from speclib.lm import kernel
     from speclib.lm.smollm import load_smollm2
     from speclib.lm.transformer import blas_threads
 
@@ -53,28 +56,37 @@ def child(layout: str, repeats: int, seed: int = 0) -> dict:
     loaded = {"imports_mb": round(base, 1), "load_peak_mb": round(rss_mb(), 1),
               "load_seconds": round(time.perf_counter() - t0, 2), "weights_mb": round(model.nbytes / 2**20, 1)}
     rng = np.random.default_rng(seed)
+    variants = {"numpy": model}
+    if kernel.available():
+        variants["compiled"] = model.with_compiled()
     with blas_threads(1):
         autoregressive_generate(model.with_temperature(0), rng.integers(0, model.vocab_size, 64), 32, rng=0)
         loaded["run_peak_mb"] = round(rss_mb(), 1)
-        cache = model.cache(capacity=PREFIX + max(COUNTS))
-        cache.extend_logits(rng.integers(0, model.vocab_size, PREFIX))
-        new = rng.integers(0, model.vocab_size, max(COUNTS))
-        seconds = np.empty((repeats, len(COUNTS)))
+        prefix, new = rng.integers(0, model.vocab_size, PREFIX), rng.integers(0, model.vocab_size, max(COUNTS))
+        caches = {}
+        for name, m in variants.items():
+            caches[name] = m.cache(capacity=PREFIX + max(COUNTS))
+            caches[name].extend_logits(prefix)
+        pairs = [(name, j) for name in variants for j in range(len(COUNTS))]
+        seconds = {name: np.empty((repeats, len(COUNTS))) for name in variants}
         for r in range(-1, repeats):
-            for j in rng.permutation(len(COUNTS)):
+            for i in rng.permutation(len(pairs)):
+                name, j = pairs[i]
                 for timed in (False, True):
                     t0 = time.perf_counter()
-                    cache.extend_logits(new[:COUNTS[j]])
+                    caches[name].extend_logits(new[:COUNTS[j]])
                     elapsed = time.perf_counter() - t0
-                    cache.rollback(PREFIX)
+                    caches[name].rollback(PREFIX)
                     if timed and r >= 0:
-                        seconds[r, j] = elapsed
-    q25, med, q75 = np.percentile(seconds, [25, 50, 75], axis=0)
-    loaded["passes_ms"] = {str(n): {"median": round(1e3 * med[j], 2), "q25": round(1e3 * q25[j], 2),
-                                    "q75": round(1e3 * q75[j], 2)} for j, n in enumerate(COUNTS)}
-    loaded["r8"] = round(float(med[1] / med[0]), 3)
-    loaded["r8_halves"] = [round(float(np.median(h[:, 1]) / np.median(h[:, 0])), 3)
-                           for h in np.array_split(seconds, 2)]
+                        seconds[name][r, j] = elapsed
+    loaded["passes"] = {}
+    for name, sec in seconds.items():
+        q25, med, q75 = np.percentile(sec, [25, 50, 75], axis=0)
+        loaded["passes"][name] = {
+            "ms": {str(n): {"median": round(1e3 * med[j], 2), "q25": round(1e3 * q25[j], 2),
+                            "q75": round(1e3 * q75[j], 2)} for j, n in enumerate(COUNTS)},
+            "r8": round(float(med[1] / med[0]), 3),
+            "r8_halves": [round(float(np.median(h[:, 1]) / np.median(h[:, 0])), 3) for h in np.array_split(sec, 2)]}
     return loaded
 
 
@@ -100,12 +112,14 @@ def main(argv: list[str]) -> int:
             return done.returncode
         fig = json.loads(done.stdout.strip().splitlines()[-1])
         out["layouts"][layout] = fig
-        p = fig["passes_ms"]
         print(f"{layout}: weights {fig['weights_mb']} MB; peak RSS {fig['load_peak_mb']} MB after loading "
               f"({fig['load_seconds']} s; imports alone {fig['imports_mb']} MB), {fig['run_peak_mb']} MB after a "
-              f"64-token prompt and 32 greedy tokens; pass over 1 token {p['1']['median']} ms "
-              f"[{p['1']['q25']}, {p['1']['q75']}], over 8 tokens {p['8']['median']} ms [{p['8']['q25']}, "
-              f"{p['8']['q75']}]; r(8) {fig['r8']} (halves {fig['r8_halves'][0]}, {fig['r8_halves'][1]})")
+              f"64-token prompt and 32 greedy tokens")
+        for name, f in fig["passes"].items():
+            p = f["ms"]
+            print(f"  {name} pass: 1 token {p['1']['median']} ms [{p['1']['q25']}, {p['1']['q75']}], 8 tokens "
+                  f"{p['8']['median']} ms [{p['8']['q25']}, {p['8']['q75']}]; r(8) {f['r8']} "
+                  f"(halves {f['r8_halves'][0]}, {f['r8_halves'][1]})")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1) + "\n")
     return 0

@@ -508,3 +508,30 @@ def test_rope_tables_turn_each_pair_by_its_angle():
     assert cos[3, 2] == np.float32(np.cos(angle)) and sin[3, 2] == np.float32(np.sin(angle))
     with pytest.raises(ValueError, match="head_dim: must be even"):
         rope_tables(7, 100.0, 5)
+
+
+# --------------------------------------------------------------------------- the compiled pass
+
+
+@pytest.mark.parametrize("layout", ["f32", "q8"])
+def test_the_compiled_pass_computes_the_numpy_pass(smollm, layout):
+    """speclib.lm.llama_compiled in place of the numpy pass: the same rows (chain, pieces, a token tree,
+    features), and transformers' greedy continuation through the loop."""
+    model = smollm if layout == "f32" else smollm_q8()
+    fast = model.with_compiled()
+    assert fast.compiled and not model.compiled and fast.blocks is model.blocks
+    record = REFERENCE["prompts"]["prose"]
+    ids = np.array(record["ids"] + record["greedy"][:8])
+    assert near(fast.logits(ids), model.logits(ids))
+    cache = fast.cache(features=True)
+    first = cache.extend_logits(ids[:9])
+    rows = cache.extend_tree_logits(np.array([279, 1070, 3575]), np.array([-1, 0, 0]))
+    reference = model.cache(features=True)
+    reference.extend_logits(ids[:9])
+    assert near(rows, reference.extend_tree_logits(np.array([279, 1070, 3575]), np.array([-1, 0, 0])))
+    cache.accept_tree(2)
+    reference.accept_tree(2)
+    assert near(cache.extend_logits(ids[9:10]), reference.extend_logits(ids[9:10]))
+    assert near(cache.features, reference.features) and near(first, model.logits(ids[:9]))
+    tokens, _ = speculative_generate(fast.with_temperature(0), PromptLookup(), np.array(record["ids"]), 12, k=3, rng=0)
+    assert tokens.tolist() == record["greedy"][:12]

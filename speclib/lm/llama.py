@@ -272,6 +272,8 @@ class Llama:
                                           config.rope_layout)  # (positions, 1, head_dim) each
         self._scale = np.float32(1.0 / math.sqrt(config.head_dim))  # a float32, so activations stay float32
         self._eps = np.float32(config.rms_eps)
+        self._compiled = False
+        self._compiled_pass: list = []  # the CompiledPass, made on first use; shared by copies (same weights)
 
     def __repr__(self) -> str:
         c = self.config
@@ -304,6 +306,37 @@ class Llama:
         other.temperature = as_real(temperature, "temperature", low=0.0)
         return other
 
+    @property
+    def compiled(self) -> bool:
+        """Whether each pass runs as one compiled call (:mod:`speclib.lm.llama_compiled`; needs numba).
+
+        ``False`` (the default): the pass is a sequence of numpy operations around the
+        products of :class:`~speclib.lm.quant.Linear`; this is the reference.  ``True``: the
+        same arithmetic (norms, rotary embedding, attention, SwiGLU and the block products) in
+        one numba call, without numpy's overhead per operation; the embedding lookup and the
+        output head stay :class:`~speclib.lm.quant.Linear` calls.  Both give the same rows up to
+        float32 rounding.  Set it on a copy with :meth:`with_compiled`.
+        """
+        return self._compiled
+
+    def with_compiled(self, compiled: bool = True) -> "Llama":
+        """The same model (weights shared, not copied) with :attr:`compiled` set; the original is unchanged."""
+        from . import kernel
+
+        compiled = as_bool(compiled, "compiled")
+        if compiled and not kernel.available():
+            raise ValueError("compiled: the compiled pass needs numba (pip install -r requirements.txt)")
+        other = copy.copy(self)
+        other._compiled = compiled
+        return other
+
+    def _pass(self):
+        if not self._compiled_pass:
+            from .llama_compiled import CompiledPass
+
+            self._compiled_pass.append(CompiledPass(self))
+        return self._compiled_pass[0]
+
     def cache(self, features: bool = False, capacity: int = 256) -> "LlamaCache":
         """An empty :class:`LlamaCache` (``features``: keep hidden states; ``capacity``: positions preallocated)."""
         return LlamaCache(self, features, capacity)
@@ -330,13 +363,19 @@ class Llama:
         cfg = self.config
         n, h, kv, dh = tokens.size, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         rep, end, eps, layout = h // kv, filled + n, self._eps, cfg.rope_layout
+        x = self.embedding.rows(tokens)
+        if self._compiled:  # mask None: the compiled attention is causal by itself
+            final = self._pass().features(x, np.arange(filled, end) if positions is None else positions, filled,
+                                          mask, keys, values)
+            if features is not None:
+                features[...] = final
+            return self.head(final)
         if positions is None:
             cos, sin = self._cos[filled:end], self._sin[filled:end]
         else:
             cos, sin = self._cos[positions], self._sin[positions]
         if mask is None and n > 1:  # token j sees slots 0 .. filled + j
             mask = np.triu(np.full((n, end), -np.inf, dtype=np.float32), k=filled + 1)
-        x = self.embedding.rows(tokens)
         qk_width = (h + kv) * dh
         for layer, block in enumerate(self.blocks):
             qkv = block.qkv(rms_norm(x, block.attn_norm, eps))
