@@ -242,6 +242,8 @@ class Llama:
     context_length = None
     #: Rows right by construction: the loops do not check them again (speclib.core.cache.rows_trusted).
     trusted_rows = True
+    #: The model's tokenizer (a :class:`speclib.lm.tokenizer.GGUFTokenizer`) when it was read from a file.
+    tokenizer = None
 
     def __init__(self, config: LlamaConfig, embedding: Linear, blocks: list[LlamaBlock], out_norm: np.ndarray,
                  head: Linear | None = None, temperature: float = 1.0) -> None:
