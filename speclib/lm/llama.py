@@ -361,7 +361,7 @@ class Llama:
     # (after the final norm, before the head): what EAGLE-style drafters read.
     def _run(self, tokens: np.ndarray, filled: int, keys: np.ndarray, values: np.ndarray,
              features: np.ndarray | None = None, positions: np.ndarray | None = None,
-             mask: np.ndarray | None = None) -> np.ndarray:
+             mask: np.ndarray | None = None, last: int | None = None) -> np.ndarray:
         cfg = self.config
         n, h, kv, dh = tokens.size, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         rep, end, eps, layout = h // kv, filled + n, self._eps, cfg.rope_layout
@@ -371,7 +371,7 @@ class Llama:
                                           mask, keys, values)
             if features is not None:
                 features[...] = final
-            return self.head(final)
+            return self.head(final if last is None else final[final.shape[0] - last:])
         if positions is None:
             cos, sin = self._cos[filled:end], self._sin[filled:end]
         else:
@@ -403,7 +403,7 @@ class Llama:
         x = rms_norm(x, self.out_norm, eps)
         if features is not None:
             features[...] = x
-        return self.head(x)
+        return self.head(x if last is None else x[x.shape[0] - last:])
 
 
 def _check_linear(linear: object, name: str, shape: tuple[int, int]) -> None:
@@ -530,14 +530,24 @@ class LlamaCache:
         """Feed ``tokens``; return their next-token distributions at the model's temperature."""
         return _softmax(self._extend(fed_tokens(tokens, self.model.vocab_size)), self.model.temperature)
 
-    def _extend(self, tokens: np.ndarray) -> np.ndarray:
+    def extend_last(self, tokens: np.ndarray, last: int) -> np.ndarray:
+        """Feed ``tokens``; return the distributions of the last ``last`` of them only, ``(last, V)``.
+
+        What a loop needs after a prompt: the output head (a fifth of the model's weights)
+        and the softmax run on those rows alone (:func:`speclib.core.cache.extend_checked`).
+        """
+        tokens = fed_tokens(tokens, self.model.vocab_size)
+        last = as_int(last, "last", minimum=0, maximum=tokens.size)
+        return _softmax(self._extend(tokens, last), self.model.temperature)
+
+    def _extend(self, tokens: np.ndarray, last: int | None = None) -> np.ndarray:
         self._tree = None
         n, start = tokens.size, self._length
         if n == 0:
             return np.zeros((0, self.model.vocab_size), dtype=np.float32)
         self._reserve(start + n)
         feats = self._features[start:start + n] if self.keep_features else None
-        out = self.model._run(tokens, start, self._keys, self._values, feats)
+        out = self.model._run(tokens, start, self._keys, self._values, feats, last=last)
         self.tokens_computed += n
         self._tokens[start:start + n] = tokens
         self._length = start + n
