@@ -196,6 +196,17 @@ FAULTS: tuple[Fault, ...] = (
           "\n                or slot + n_old + n > self._keys.shape[2]):", "):",
           (T + "test_tree.py::test_a_tree_larger_than_the_free_slots_is_scored_path_by_path[True]",),
           "a grown tree with more nodes than the free key slots is written past them"),
+    # --- the classroom: self-checks and the grader ----------------------------------------------
+    Fault("counter-limit-tolerance", "speclib/book/checks.py",
+          "            want = accepted_per_proposed(alpha, k)\n            if abs(got - want) <= 1e-9:",
+          "            want = accepted_per_proposed(alpha, k)\n            if abs(got - want) <= 1e-2:",
+          (T + "test_checks_ch07.py::test_an_approximate_answer_is_not_accepted",),
+          "check_counter_limit accepts an answer that is only close (rounded to two decimals)"),
+    Fault("grade-mark-outranks-error", "speclib/book/grading.py",
+          '    if error is not None:\n        name, value = error.get("ename", ""),',
+          '    if error is not None and "\\u2714" not in text:\n        name, value = error.get("ename", ""),',
+          (T + "test_grading.py::test_a_check_mark_then_an_error_is_not_a_pass",),
+          "a check cell that prints one check mark and then raises is graded passed"),
 )
 
 
