@@ -255,3 +255,20 @@ def test_a_wrong_command_line_says_what_is_wrong(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "grade.py"), str(nb), "--timeout", "0"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--timeout" in proc.stderr
+
+
+def test_a_real_chapter_as_handed_out_and_as_solved(tmp_path):
+    """Chapter 08 from the student edition, handed in untouched, and from the instructor edition
+    (every solution in place): each exercise is named as the student sees it (the chapter's
+    labels say ex-10-*, its blocks "Exercise 1" to "Exercise 3")."""
+    out = tmp_path / "grades.csv"
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "grade.py"),
+                           str(ROOT / "student" / "08_sampling_controls.ipynb"),
+                           str(ROOT / "instructor" / "08_sampling_controls.ipynb"), "--csv", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = [(r["student"], r["chapter"], r["exercise"], r["status"]) for r in csv.DictReader(f)]
+    numbers = [f"Exercise {n}" for n in (1, 2, 3)]
+    assert rows == [("student", "08", e, "not attempted") for e in numbers] + \
+        [("instructor", "08", e, "passed") for e in numbers]
