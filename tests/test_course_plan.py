@@ -193,3 +193,16 @@ def test_the_instructors_page_is_generated_from_this_data():
     chapters = [f for f in FACTS if f.exercises]  # as the page selects them
     for table in (course.lecture_table(chapters), course.chapters_table(chapters), course.module_table(chapters)):
         assert table in shown, "the stored page is stale: execute book/instructors.ipynb"
+
+
+def test_the_readme_names_the_chapters_that_need_pytorch():
+    """The README's sentences about requirements-hf.txt name exactly the chapters that import
+    PyTorch or transformers (it once named chapter 14, which runs without them)."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    sentences = [s for s in re.split(r"(?<=[.;])\s+", readme.replace("\n", " ")) if "requirements-hf" in s]
+    named = {int(n) for s in sentences for n in re.findall(r"\b[Cc]hapters? (\d+)", s)}
+    named |= {int(n) for s in sentences for n in re.findall(r"\b[Cc]hapters? \d+ and (\d+)", s)}
+    needs = {int(f.chapter.split("/")[-1][:2]) for f in FACTS if f.needs_hf}
+    assert needs and named == needs, (named, needs)

@@ -1,7 +1,8 @@
 """Chapters with cells that need PyTorch and transformers, run where they are not installed.
 
 ``requirements.txt`` (and so Binder) leaves PyTorch and ``transformers`` out; a chapter that
-uses them in some sections must still run as opened.  Its first code cell calls
+uses them in some sections must still run as opened.  Its first code cell after the set-up
+cell calls
 :func:`use_hf_cells`, which says once, with the install line, what is missing; each cell that
 needs the packages starts with the cell magic ``%%needs_torch`` and, where they are missing,
 prints one line and runs nothing.  No cell raises, so JupyterLab's Run All goes on to the
@@ -27,7 +28,8 @@ MISSING = ("This chapter's cells marked %%needs_torch need PyTorch and transform
            "installed: they will print one line and skip, and the rest of the chapter and its exercises "
            "run. To run them too, install the CPU build (a few hundred MB), then restart the kernel:\n"
            f"{HF_INSTALL}")
-SKIPPED = "Skipped: this cell needs PyTorch and transformers (see the chapter's first code cell)."
+SKIPPED = ("Skipped: this cell needs PyTorch and transformers (the cell after the set-up cell, at the top "
+           "of the chapter, says how to install them).")
 
 
 def hf_available() -> bool:
