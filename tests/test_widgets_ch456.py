@@ -8,6 +8,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from speclib.book import widgets as widgets_module  # noqa: E402
+
 from speclib import expected_tokens_per_pass, optimal_k, walltime_speedup  # noqa: E402
 from speclib.core.stats import total_variation_distance  # noqa: E402
 from speclib.book.widgets import (  # noqa: E402
@@ -81,16 +83,16 @@ def test_speedup_view_bad_input():
 
 @pytest.fixture
 def captured_interact(monkeypatch):
-    """ipywidgets.interact replaced by a recorder: the explorers return None (so a notebook prints no
+    """The explorers' display replaced by a recorder: the explorers return None (so a notebook prints no
     stray <function ...>), and this is how a test reaches the function each slider redraws."""
-    ipywidgets = pytest.importorskip("ipywidgets")
+    pytest.importorskip("ipywidgets")
     calls = []
 
     def interact(f, **widgets):
         calls.append((f, widgets))
         return f
 
-    monkeypatch.setattr(ipywidgets, "interact", interact)
+    monkeypatch.setattr(widgets_module, "_explore", interact)
     return calls
 
 

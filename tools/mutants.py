@@ -230,6 +230,17 @@ FAULTS: tuple[Fault, ...] = (
     Fault("gguf-tensor-past-the-end", "speclib/lm/gguf_file.py", "if start + offset + nbytes > size:", "if False:",
           (T + "test_smollm.py::test_a_truncated_copy_is_refused_by_name[None-truncated]",),
           "a file cut inside its last tensor is read, and fails deep inside numpy"),
+    # --- the classroom: self-checks and the grader ----------------------------------------------
+    Fault("counter-limit-tolerance", "speclib/book/checks.py",
+          "            want = accepted_per_proposed(alpha, k)\n            if abs(got - want) <= 1e-9:",
+          "            want = accepted_per_proposed(alpha, k)\n            if abs(got - want) <= 1e-2:",
+          (T + "test_checks_ch07.py::test_an_approximate_answer_is_not_accepted",),
+          "check_counter_limit accepts an answer that is only close (rounded to two decimals)"),
+    Fault("grade-mark-outranks-error", "speclib/book/grading.py",
+          '    if error is not None:\n        name, value = error.get("ename", ""),',
+          '    if error is not None and "\\u2714" not in text:\n        name, value = error.get("ename", ""),',
+          (T + "test_grading.py::test_a_check_mark_then_an_error_is_not_a_pass",),
+          "a check cell that prints one check mark and then raises is graded passed"),
 )
 
 
