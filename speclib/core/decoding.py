@@ -220,7 +220,7 @@ def autoregressive_generate(
     text = np.empty(prompt.size + max_new_tokens, dtype=np.int64)
     text[:prompt.size] = prompt
     for n in range(prompt.size, text.size):
-        q = extend_checked(cache, text[len(cache):n], "model", timings)[-1]
+        q = extend_checked(cache, text[len(cache):n], "model", timings, last=1)[0]
         text[n] = choose.token(q)
         stats.record_step(proposed=0, accepted=0, emitted=1)
     return text[prompt.size:], stats
