@@ -196,6 +196,23 @@ FAULTS: tuple[Fault, ...] = (
           "\n                or slot + n_old + n > self._keys.shape[2]):", "):",
           (T + "test_tree.py::test_a_tree_larger_than_the_free_slots_is_scored_path_by_path[True]",),
           "a grown tree with more nodes than the free key slots is written past them"),
+    # --- speclib/book: what the book's numbers are made of (issue 38) ---------------------------
+    Fault("ranking-overlap-by-estimate", "speclib/book/render.py",
+          "group = [r for r in rows if r[2] >= leader[1]]", "group = [r for r in rows if r[0] >= leader[1]]",
+          (T + "test_ranking.py::test_an_interval_that_reaches_the_leader_keeps_it_from_being_named",),
+          "ranking_sentence judges overlap by the other estimate instead of its upper bound"),
+    Fault("accelerator-best-by-prediction", "speclib/book/accelerator.py",
+          'best = max(rows, key=lambda n: rows[n]["speedup"])', 'best = max(rows, key=lambda n: rows[n]["predicted"])',
+          (T + "test_accelerator_record.py::test_the_best_drafter_is_the_fastest_measured_not_the_fastest_predicted",),
+          "the accelerator summary names as best the drafter with the highest predicted speed-up"),
+    Fault("accelerator-medusa-r-at-k", "speclib/book/accelerator.py",
+          "r = r_dev[drafts + 1]", "r = r_dev[k + 1]",
+          (T + "test_accelerator_record.py::test_medusa_past_its_heads_is_predicted_from_the_pass_it_makes",),
+          "Medusa's prediction reads r(k+1) instead of r(min(k, heads)+1)"),
+    Fault("accelerator-ks-by-length", "speclib/book/accelerator.py",
+          'if _need(run, "ks", f"drafters.{name}") != ks:', 'if len(_need(run, "ks", f"drafters.{name}")) != len(ks):',
+          (T + "test_accelerator_record.py::test_a_drafter_measured_at_other_draft_lengths_is_refused",),
+          "the record check compares a drafter's ks with settings.ks by length only"),
 )
 
 
