@@ -37,6 +37,8 @@ from ..lm.transformer import blas_threads
 
 __all__ = [
     "WallClock",
+    "cost_model_rows",
+    "gap_sentence",
     "block_pass_differences",
     "goal_sentence",
     "greedy_divergence",
@@ -285,6 +287,101 @@ def wallclock_experiment(target: Callable, draft: Callable, prompts: list, n_new
                             fixed += sum(seconds) - len(seconds) * fields[key][at]
                     fields["fixed_seconds"][at] = fixed
     return WallClock(ks_all, n_new, **fields)
+
+
+def medusa_heads() -> int:
+    """How many heads the shipped Medusa drafter has: it drafts at most that many tokens a step."""
+    from ..lm.drafters import DATA_DIR, DRAFTER_FILES, load_weights
+
+    return int(load_weights(DATA_DIR / DRAFTER_FILES["medusa"])[0]["heads"])
+
+
+def cost_model_rows(record, drafters: Sequence[str], ks: Sequence[int], passes: str = "numpy",
+                    device: str = "cpu", temperature: float = 1.0, alpha_k: int = 4) -> list[dict]:
+    """The cost model beside the measurement, per drafter and ``k``, from the book's record.
+
+    ``record`` is a :class:`speclib.book.record.Record`.  For each drafter and ``k`` the costs
+    of the record's wall-clock runs (``c`` and the loop's own time per step and per plain
+    token, in one-token target passes; ``r(k+1)`` of the target's pass inside those runs), the
+    acceptance rate inside the loop at ``k = alpha_k`` (the record measures it once, on
+    many prompts), and two predictions of
+    :func:`speclib.core.cost.speedup_with_overhead`: without the loop's own time
+    (``predicted``, the formula of chapter 6 with the measured ``r``) and with it
+    (``predicted_with``); beside them the measured median speed-up and its interval.
+    Medusa's heads draft ``min(k, heads)`` tokens from one pass, verified by a pass over
+    ``min(k, heads) + 1``.  A setting the record lacks is left out.
+    """
+    from ..core.cost import speedup_with_overhead
+    from .record import name
+
+    heads = medusa_heads()
+    rows = []
+    cond = dict(passes=passes, device=device)
+    for d in drafters:
+        alpha = record[name("alpha", d, k=alpha_k, T=temperature, where="loop")].value
+        c = record[name("c", d, where="loop", **cond)].value
+        plain = record[name("outside_plain", d, T=temperature, **cond)].value
+        for k in ks:
+            drafts, n_passes = (min(k, heads), 1) if d == "medusa" else (k, k)
+            keys = {"r": name(f"r{drafts + 1}", d, where="loop", **cond),
+                    "outside": name("outside", d, k=k, T=temperature, **cond),
+                    "speedup": name("speedup", d, k=k, T=temperature, **cond)}
+            if not all(key in record for key in keys.values()):
+                continue
+            r, o, m = record[keys["r"]].value, record[keys["outside"]].value, record[keys["speedup"]]
+            rows.append({"drafter": d, "k": int(k), "alpha": alpha, "c": c, "r": r, "outside": o,
+                         "outside_plain": plain, "drafts": drafts, "draft_passes": n_passes,
+                         "predicted": speedup_with_overhead(alpha, k, c, r, drafts=drafts, draft_passes=n_passes),
+                         "predicted_with": speedup_with_overhead(alpha, k, c, r, o, plain, drafts=drafts,
+                                                                 draft_passes=n_passes),
+                         "measured": m.value, "low": m.low, "high": m.high})
+    return rows
+
+
+def _pct_range(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"by {100 * lo:.0f}%" if round(100 * lo) == round(100 * hi) else f"by {100 * lo:.0f}% to {100 * hi:.0f}%"
+
+
+def gap_sentence(rows: Sequence[dict], key: str = "predicted", model: str = "the formula") -> str:
+    """How far ``rows[i][key]`` (a prediction) lies from ``rows[i]["measured"]``, in both directions.
+
+    One generated sentence: in how many settings the prediction is above the measured median
+    and by how much (the least and the most, relative to the measurement), in how many below,
+    and every setting where it calls the sign wrong (a speed-up above 1 predicted where the
+    median measured below 1, or the reverse), named.  No average that would let errors of
+    opposite sign cancel.
+
+    Examples
+    --------
+    >>> rows = [{"drafter": "pair", "k": 2, "predicted": 1.2, "measured": 0.9},
+    ...         {"drafter": "pair", "k": 4, "predicted": 1.0, "measured": 1.1}]
+    >>> gap_sentence(rows)
+    'Of 2 settings, the formula predicts more than was measured in 1 (by 33%) and less in 1 (by 9%); it predicts a speed-up where the median was a slow-down at pair k = 2.'
+    """
+    if not rows:
+        raise ValueError("rows: expected at least one setting")
+    errors = [r[key] / r["measured"] - 1 for r in rows]
+    over = [e for e in errors if e > 0]
+    under = [-e for e in errors if e < 0]
+    parts = []
+    if over:
+        parts.append(f"more than was measured in {len(over)} ({_pct_range(over)})")
+    if under:
+        parts.append(f"less in {len(under)} ({_pct_range(under)})")
+    if len(over) + len(under) < len(rows):
+        parts.append(f"exactly the measurement in {len(rows) - len(over) - len(under)}")
+    out = f"Of {len(rows)} settings, {model} predicts " + " and ".join(parts)
+    label = lambda r: f"{r['drafter']} k = {r['k']}"
+    up = [label(r) for r in rows if r[key] > 1 > r["measured"]]
+    down = [label(r) for r in rows if r[key] < 1 < r["measured"]]
+    if up:
+        out += f"; it predicts a speed-up where the median was a slow-down at {', '.join(up)}"
+    if down:
+        out += f"; it predicts a slow-down where the median was a speed-up at {', '.join(down)}"
+    if not up and not down:
+        out += "; it calls the side of 1 right in every one"
+    return out + "."
 
 
 def last_level_cache_bytes(sysfs: str = "/sys/devices/system/cpu/cpu0/cache") -> int | None:
