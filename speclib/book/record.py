@@ -46,7 +46,11 @@ kind's digits (:data:`KINDS`), under the name itself; ``rec.glue(name, "low", "h
 glues ``name/low`` and ``name/high`` (likewise ``q25``, ``q75``, ``n``), and
 ``rec.glue(name, "text")`` glues ``name/text``, the value with its interval as prose
 ("0.707 (0.698 to 0.716)").  In Markdown: ``{glue:}`c/pair/loop/numpy/cpu```, from another
-page ``{glue:text}`07_real_pair.ipynb::c/pair/loop/numpy/cpu:s```.
+page ``{glue:text}`07_real_pair.ipynb::c/pair/loop/numpy/cpu:s``` (the format is required
+with ``::``): chapter 7 glues every quantity of every shipped record (:meth:`Record.glue_all`),
+so a Markdown page can state any of them from there.  A page that measures a quantity live
+glues its own figure under a local name (not a record name) and shows the record's beside it,
+saying which is which.
 :meth:`Record.ranking` ranks quantities only as far as their intervals allow
 (:func:`speclib.book.render.ranking_sentence`).
 
@@ -369,6 +373,14 @@ class Record:
         value = q.rounded()
         glue(key, value, display=False)
         return value
+
+    def glue_all(self, start: str = "") -> int:
+        """Glue every quantity whose name starts with ``start`` (and its ``text`` where it has an
+        interval), so that Markdown pages can state any of them from this notebook.  Returns how many."""
+        names = self.names(start)
+        for key in names:
+            self.glue(key, *(("text",) if self[key].low is not None else ()))
+        return len(names)
 
     def ranking(self, keys: dict[str, str], what: str) -> str:
         """A sentence ranking ``keys`` (label -> name) only as far as their intervals allow."""
