@@ -395,7 +395,7 @@ class Record:
         digits = max(self[k].digits for k in keys.values())
         return ranking_sentence(est, what=what, digits=digits)
 
-    def leader(self, keys: dict[str, str], what: str) -> str:
+    def leader(self, keys: dict[str, str], what: str, interval: str = "95% interval") -> str:
         """:func:`leader_sentence` over ``keys`` (label -> name), by their intervals."""
         est = {}
         for label, key in keys.items():
@@ -403,8 +403,7 @@ class Record:
             if q.low is None:
                 raise ValueError(f"keys: {key!r} has no interval to rank by")
             est[label] = (q.value, q.low, q.high)
-        interval = next(iter(self[k] for k in keys.values())).interval.split(" of ")[0].split(" over ")[0]
-        return leader_sentence(est, what, max(self[k].digits for k in keys.values()), interval or "interval")
+        return leader_sentence(est, what, max(self[k].digits for k in keys.values()), interval)
 
 
 def leader_sentence(estimates: dict, what: str, digits: int = 2, interval: str = "95% interval") -> str:

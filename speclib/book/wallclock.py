@@ -37,6 +37,7 @@ from ..lm.transformer import blas_threads
 
 __all__ = [
     "WallClock",
+    "change_phrase",
     "cost_model_rows",
     "gap_sentence",
     "block_pass_differences",
@@ -338,9 +339,48 @@ def cost_model_rows(record, drafters: Sequence[str], ks: Sequence[int], passes: 
     return rows
 
 
+def change_phrase(before: float, after: float, digits: int = 3, rel: float = 0.1) -> str:
+    """``"falls from a to b"``, ``"rises from a to b"`` or, within ``rel`` of each other,
+    ``"stays near a (b)"``: how a measured figure moves, generated from the two values.
+
+    Examples
+    --------
+    >>> change_phrase(0.09, 0.05), change_phrase(0.09, 0.13), change_phrase(0.1, 0.104)
+    ('falls from 0.090 to 0.050', 'rises from 0.090 to 0.130', 'stays near 0.100 (0.104)')
+    """
+    before, after = as_real(before, "before", low=0.0), as_real(after, "after", low=0.0)
+    f = f"{{:.{int(digits)}f}}".format
+    if abs(after - before) <= rel * max(before, after):
+        return f"stays near {f(before)} ({f(after)})"
+    return f"{'falls' if after < before else 'rises'} from {f(before)} to {f(after)}"
+
+
+def _pct(x: float) -> str:
+    return "under 1%" if 100 * x < 0.5 else f"{100 * x:.0f}%"
+
+
 def _pct_range(values: list[float]) -> str:
-    lo, hi = min(values), max(values)
-    return f"by {100 * lo:.0f}%" if round(100 * lo) == round(100 * hi) else f"by {100 * lo:.0f}% to {100 * hi:.0f}%"
+    lo, hi = _pct(min(values)), _pct(max(values))
+    return f"by {lo}" if lo == hi else f"by {lo} to {hi}"
+
+
+def _settings(rows: Sequence[dict]) -> str:
+    """``pair k = 2; medusa k = 3 to 8``: settings grouped by drafter, runs of k joined."""
+    by: dict[str, list[int]] = {}
+    for r in rows:
+        by.setdefault(r["drafter"], []).append(int(r["k"]))
+    parts = []
+    for d, ks in by.items():
+        ks, runs = sorted(ks), []
+        for k in ks:
+            if runs and k == runs[-1][1] + 1:
+                runs[-1][1] = k
+            else:
+                runs.append([k, k])
+        pieces = [str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a} to {b}" for a, b in runs]
+        text = pieces[0] if len(pieces) == 1 else ", ".join(pieces[:-1]) + " and " + pieces[-1]
+        parts.append(f"{d} (k = {text})")
+    return "; ".join(parts)
 
 
 def gap_sentence(rows: Sequence[dict], key: str = "predicted", model: str = "the formula") -> str:
@@ -357,7 +397,7 @@ def gap_sentence(rows: Sequence[dict], key: str = "predicted", model: str = "the
     >>> rows = [{"drafter": "pair", "k": 2, "predicted": 1.2, "measured": 0.9},
     ...         {"drafter": "pair", "k": 4, "predicted": 1.0, "measured": 1.1}]
     >>> gap_sentence(rows)
-    'Of 2 settings, the formula predicts more than was measured in 1 (by 33%) and less in 1 (by 9%); it predicts a speed-up where the median was a slow-down at pair k = 2.'
+    'Of 2 settings, the formula predicts more than was measured in 1 (by 33%) and less in 1 (by 9%); it predicts a speed-up where the median was a slow-down at pair (k = 2).'
     """
     if not rows:
         raise ValueError("rows: expected at least one setting")
@@ -372,13 +412,12 @@ def gap_sentence(rows: Sequence[dict], key: str = "predicted", model: str = "the
     if len(over) + len(under) < len(rows):
         parts.append(f"exactly the measurement in {len(rows) - len(over) - len(under)}")
     out = f"Of {len(rows)} settings, {model} predicts " + " and ".join(parts)
-    label = lambda r: f"{r['drafter']} k = {r['k']}"
-    up = [label(r) for r in rows if r[key] > 1 > r["measured"]]
-    down = [label(r) for r in rows if r[key] < 1 < r["measured"]]
+    up = _settings([r for r in rows if r[key] > 1 > r["measured"]])
+    down = _settings([r for r in rows if r[key] < 1 < r["measured"]])
     if up:
-        out += f"; it predicts a speed-up where the median was a slow-down at {', '.join(up)}"
+        out += f"; it predicts a speed-up where the median was a slow-down at {up}"
     if down:
-        out += f"; it predicts a slow-down where the median was a speed-up at {', '.join(down)}"
+        out += f"; it predicts a slow-down where the median was a speed-up at {down}"
     if not up and not down:
         out += "; it calls the side of 1 right in every one"
     return out + "."
