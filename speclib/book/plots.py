@@ -753,6 +753,8 @@ def plot_record_costs(record, curves: dict, ax=None, separate: bool = True, log:
         ax.set(xscale="log", yscale="log")
         ticks = [t for t in (1, 2, 4, 8, 16, 32, 64, 128, 256) if t <= top]
         ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.set_yticks(ticks, [str(t) for t in ticks])
+        ax.minorticks_off()
     ax.axhline(1, color="grey", lw=0.8)
     ax.set(xlabel="new tokens in the pass", ylabel="cost / one-token pass", title=title)
     ax.legend(fontsize=9, loc="upper left")

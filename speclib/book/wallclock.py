@@ -39,6 +39,7 @@ __all__ = [
     "WallClock",
     "change_phrase",
     "cost_model_rows",
+    "pass_cost_sentences",
     "gap_sentence",
     "block_pass_differences",
     "goal_sentence",
@@ -353,6 +354,70 @@ def change_phrase(before: float, after: float, digits: int = 3, rel: float = 0.1
     if abs(after - before) <= rel * max(before, after):
         return f"stays near {f(before)} ({f(after)})"
     return f"{'falls' if after < before else 'rises'} from {f(before)} to {f(after)}"
+
+
+def _list(ns: Sequence[int]) -> str:
+    ns = [str(int(n)) for n in ns]
+    return ns[0] if len(ns) == 1 else ", ".join(ns[:-1]) + " and " + ns[-1]
+
+
+def pass_cost_sentences(n: Sequence[int], r: Sequence[float], t1_ms: float, fixed_ms: float,
+                        per_token_ms: float) -> dict[str, str]:
+    """What a table of measured pass costs shows, in generated sentences (Markdown).
+
+    ``n`` and ``r`` are token counts and the measured ``r(n) = t(n) / t(1)`` (``r(1) = 1``);
+    ``t1_ms`` the one-token pass; ``fixed_ms + per_token_ms * n`` a line fitted to the passes
+    over two tokens and more.  Returns:
+
+    - ``"fixed"``: where the line's fixed term stands against the one-token pass, which reads
+      the same weights, and so whether it can be read as the time to read them;
+    - ``"separate"``: at which ``n`` a pass over ``n`` tokens cost less than ``n`` one-token passes;
+    - ``"two"``: at which ``n`` it cost less than two one-token passes.
+
+    Examples
+    --------
+    >>> out = pass_cost_sentences([1, 2, 4, 8], [1.0, 2.9, 3.1, 3.3], 6.0, 16.0, 0.7)
+    >>> out["fixed"][:86]
+    'The line starts at 16.0 ms, 2.67 times the one-token pass (6.0 ms), which reads the sa'
+    >>> out["separate"], out["two"]
+    ('A pass over $n$ tokens cost less than $n$ one-token passes at $n =$ 4 and 8, and more at $n =$ 2.', 'No measured pass over two tokens or more cost less than two one-token passes.')
+    """
+    n = [int(x) for x in n]
+    r = [float(x) for x in r]
+    if len(n) != len(r) or len(n) < 2:
+        raise ValueError("n, r: expected as many costs as token counts, at least two")
+    t1_ms, fixed_ms = as_real(t1_ms, "t1_ms", low=0.0), as_real(fixed_ms, "fixed_ms", low=0.0)
+    per_token_ms = as_real(per_token_ms, "per_token_ms", low=0.0)
+    ratio = fixed_ms / t1_ms
+    head = (f"The line starts at {fixed_ms:.1f} ms, {ratio:.2f} times the one-token pass ({t1_ms:.1f} ms), "
+            "which reads the same weights")
+    if ratio > 1.15:
+        fixed = (head + ": so its fixed term is not the time to read the weights. It is what the routine for "
+                 "several rows costs before its first token, and that routine is another than the one-row one.")
+    elif ratio < 0.85:
+        fixed = (head + ": the routine for several rows reads the weights in less time than the one-row routine "
+                 "takes for one token, so the line's fixed term is a lower bound on the read, not the read.")
+    else:
+        fixed = head + ": within 15% of it, so here the fixed term can be read as the time to read the weights."
+    many = [(a, b) for a, b in zip(n, r) if a >= 2]
+    below = [a for a, b in many if b < a]
+    above = [a for a, b in many if b >= a]
+    if not above:
+        separate = "Every measured pass over $n$ tokens cost less than $n$ one-token passes."
+    elif not below:
+        separate = "No measured pass over $n$ tokens cost less than $n$ one-token passes."
+    else:
+        separate = (f"A pass over $n$ tokens cost less than $n$ one-token passes at $n =$ {_list(below)}, "
+                    f"and more at $n =$ {_list(above)}.")
+    two = [a for a, b in many if b < 2]
+    if not two:
+        two_text = "No measured pass over two tokens or more cost less than two one-token passes."
+    elif len(two) == len(many):
+        two_text = "Every measured pass, up to the largest, cost less than two one-token passes."
+    else:
+        two_text = (f"A pass cost less than two one-token passes at $n =$ {_list(two)}, and at least two at "
+                    f"$n =$ {_list([a for a, b in many if b >= 2])}.")
+    return {"fixed": fixed, "separate": separate, "two": two_text}
 
 
 def _pct(x: float) -> str:
