@@ -104,6 +104,22 @@ def test_no_code_block_scrolls_sideways(reports):
     assert not scrolling, "code or output blocks wider than the column:\n" + "\n".join(scrolling[:20])
 
 
+def test_no_table_is_wider_than_its_column(reports):
+    wide = [f"{name}: {text}" for name, report in reports.items() for text in report.wide_tables]
+    assert not wide, "tables wider than the column:\n" + "\n".join(wide[:20])
+
+
+def test_the_table_check_sees_a_wide_table(tmp_path):
+    page = tmp_path / "wide.html"
+    cells = "".join(f"<td>{'x' * 40}{j}</td>" for j in range(6))
+    page.write_text(f"<html><body><article class='bd-article' style='width:600px'><div>"
+                    f"<table><tr>{cells}</tr></table></div><table><tr><td>1</td></tr></table>"
+                    f"</article></body></html>")
+    with render_check.Chromium(width=WIDTH) as browser:
+        report = browser.load(page)
+    assert len(report.wide_tables) == 1 and report.wide_tables[0].startswith(tuple("0123456789"))
+
+
 def test_instructors_page_links_every_exercise_by_its_number(html_root):
     """Each item of the instructors' exercise list links to its exercise and reads "Exercise N" as the exercise does."""
     from speclib.book.course import book_exercises

@@ -701,7 +701,7 @@ class HeadsBlockProposer:
 # --- Chapter 15: a batched target pass that hands rows to the wrong requests ------------------
 
 def shipped_batched_extend_logits(caches, feeds):
-    """A shorter batched pass, as shipped (exercise ex-15-2).
+    """A shorter batched pass, as shipped.
 
     Same contract as speclib.lm.batched.batched_extend_logits:
     feed feeds[i] to caches[i], all in one pass, and return

@@ -50,7 +50,9 @@ page ``{glue:text}`07_real_pair.ipynb::c/pair/loop/numpy/cpu:s``` (the format is
 with ``::``): chapter 7 glues every quantity of every shipped record (:meth:`Record.glue_all`),
 so a Markdown page can state any of them from there.  A page that measures a quantity live
 glues its own figure under a local name (not a record name) and shows the record's beside it,
-saying which is which.
+saying which is which.  A page that must keep a local name for a record quantity (another
+page reads it) glues it with :meth:`Record.alias`, which says which quantity it is (or that it
+is derived from several), so the tests treat it as the record's.
 :meth:`Record.ranking` ranks quantities only as far as their intervals allow
 (:func:`speclib.book.render.ranking_sentence`).
 
@@ -111,6 +113,7 @@ CONDITIONS: tuple[tuple[str, str], ...] = (
 )
 #: Parts of a quantity that can be glued beside its value (``name/low``).
 FIELDS = ("low", "high", "q25", "q75", "n")
+GLUE_PREFIX = "application/papermill.record/"  #: myst-nb's prefix for a value glued without display
 _SUBJECT = re.compile(r"[a-z][a-z0-9_-]*")
 _MARGIN = 1e-9  # rounding slack when a value is compared with its interval
 
@@ -377,6 +380,28 @@ class Record:
         glue(key, value, display=False)
         return value
 
+    def alias(self, local: str, key: str | None, value: object = None) -> object:
+        """Glue a record quantity under a page's ``local`` name, saying which quantity it is.
+
+        ``key`` names the quantity (its rounded value is glued) or is None for a figure
+        *derived* from the record (``value``, e.g. the highest of several medians).  The glued
+        output carries ``speclib_record`` in its metadata (the name, or ``"derived"``), so the
+        cross-page test checks an alias against the record and treats both kinds as measured
+        figures that no sentence may rank by hand.  Returns the glued value.
+        """
+        from IPython.core.formatters import format_display_data
+        from IPython.display import display
+
+        if key is not None:
+            value = self[key].rounded()
+        elif value is None:
+            raise ValueError("value: a derived figure needs its value")
+        bundle, metadata = format_display_data(value)
+        metadata["scrapbook"] = {"name": local, "mime_prefix": GLUE_PREFIX}
+        metadata["speclib_record"] = key or "derived"
+        display({GLUE_PREFIX + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)
+        return value
+
     def glue_all(self, start: str = "") -> int:
         """Glue every quantity whose name starts with ``start`` (and its ``text`` where it has an
         interval), so that Markdown pages can state any of them from this notebook.  Returns how many."""
@@ -396,7 +421,8 @@ class Record:
                 raise ValueError(f"keys: {key!r} has no interval to rank by")
             est[label] = (q.value, q.low, q.high)
         digits = max(self[k].digits for k in keys.values())
-        return ranking_sentence(est, what=what, digits=digits)
+        sentence = ranking_sentence(est, what=what, digits=digits)
+        return sentence[:1].upper() + sentence[1:]  # it may open a paragraph
 
     def leader(self, keys: dict[str, str], what: str, interval: str = "95% interval") -> str:
         """:func:`leader_sentence` over ``keys`` (label -> name), by their intervals."""

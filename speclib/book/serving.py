@@ -41,7 +41,8 @@ from ..lm.corpora import load_corpus, shared_vocabulary
 from ..lm.transformer import Transformer, blas_threads
 
 __all__ = ["PassGrid", "ServingRun", "batch_speedup", "batched_pass_times", "batching_sentence", "heldout_prompts",
-           "k_for_batch", "pass_grid_from_record", "plot_batch_speedup", "plot_serving", "ragged_waste", "serve",
+           "k_for_batch", "pass_grid_from_record", "plot_batch_speedup", "plot_serving", "ragged_waste", "runs_from_record",
+           "serve",
            "serving_grid", "speedup_intervals", "speedup_sentence", "speedups", "typical_runs"]
 
 
@@ -255,6 +256,25 @@ def serving_grid(target: Transformer, draft: Transformer, batch_sizes: Sequence[
     return [r for c in cells for r in runs[c]]
 
 
+def runs_from_record(record, batch_sizes: Sequence[int], ks: Sequence[int], n_new: int,
+                     temperature: float = 1.0) -> list[ServingRun]:
+    """The record's median serving runs (``tokens_per_s``, ``tokens_per_pass``, ``waste`` of
+    ``pair`` at every ``(B, k)``, ``k = 0`` plain) as :class:`ServingRun` objects, for
+    :func:`plot_serving`; what the record does not keep (passes read, acceptance) is left empty."""
+    from .record import name
+
+    out = []
+    for b in as_int_list(batch_sizes, "batch_sizes", minimum=1):
+        for k in as_int_list(ks, "ks", minimum=0):
+            tp = record[name("tokens_per_s", "pair", k=k, B=b, T=temperature, passes="numpy", device="cpu")].value
+            loop = dict(k=k, B=b, T=temperature, where="loop")
+            tpp = record[name("tokens_per_pass", "pair", **loop)].value if k else 1.0
+            waste = record[name("waste", "pair", **loop)].value if k else 0.0
+            out.append(ServingRun(b, k, n_new, b * n_new / tp, max(1, round(n_new / tpp)), 0, float("nan"),
+                                  waste, float("nan")))
+    return out
+
+
 def typical_runs(runs: Sequence[ServingRun]) -> list[ServingRun]:
     """Each setting's median run by time (of an even count, the faster of the two middle ones)."""
     runs = _runs(runs)
@@ -410,8 +430,9 @@ def plot_serving(runs: Sequence[ServingRun], axes=None):
 def plot_batch_speedup(measured: dict, predicted: dict, ax=None):
     """Measured (markers) and predicted (lines) speed-up over plain decoding against the batch size.
 
-    ``measured`` and ``predicted`` map ``(B, k)`` to a speed-up (:func:`speedups`,
-    :func:`batch_speedup`).  Returns the axes.
+    ``measured`` maps ``(B, k)`` to a speed-up or to ``(median, low, high)``
+    (:func:`speedup_intervals`, drawn with its range), ``predicted`` to a speed-up
+    (:func:`batch_speedup`).  Returns the axes.
     """
     import matplotlib.pyplot as plt
 
@@ -423,7 +444,11 @@ def plot_batch_speedup(measured: dict, predicted: dict, ax=None):
     colours = plt.cm.viridis(np.linspace(0.0, 0.85, max(1, len(ks))))
     for colour, k in zip(colours, ks):
         bs = sorted(b for b, kk in measured if kk == k)
-        ax.plot(bs, [measured[(b, k)] for b in bs], "o", color=colour, label=f"k = {k}, measured")
+        m = np.array([measured[(b, k)] if isinstance(measured[(b, k)], tuple) else (measured[(b, k)],) * 3
+                      for b in bs], dtype=float)
+        shift = 2 ** (0.06 * (list(ks).index(k) - (len(ks) - 1) / 2))  # side by side on the log axis
+        ax.errorbar(np.array(bs) * shift, m[:, 0], yerr=[m[:, 0] - m[:, 1], m[:, 2] - m[:, 0]], fmt="o",
+                    color=colour, capsize=2, label=f"k = {k}, measured")
         pb = sorted(b for b, kk in predicted if kk == k)
         ax.plot(pb, [predicted[(b, k)] for b in pb], "-", color=colour, alpha=0.7)
     ax.axhline(1.0, color="black", lw=1, ls="--")
@@ -503,7 +528,8 @@ def speedup_sentence(measured: dict[tuple[int, int], tuple[float, float, float]]
         side = ("faster beyond the range" if lo > 1 else "slower beyond the range" if hi < 1 else
                 "within the range of plain decoding's throughput")
         if close:
-            ks = ", ".join(f"*k* = {k}" for k in close)
+            named = [f"*k* = {k}" for k in close]
+            ks = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
             verb = "reaches" if len(close) == 1 else "reach"
             text = (f"the highest median is at *k* = {k0}, {_times(m)} plain decoding's throughput ({interval} "
                     f"{lo:.2f} to {hi:.2f}), but {ks} {verb} into that range; {side}")

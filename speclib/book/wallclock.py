@@ -430,7 +430,10 @@ def _pct_range(values: list[float]) -> str:
 
 
 def _settings(rows: Sequence[dict]) -> str:
-    """``pair k = 2; medusa k = 3 to 8``: settings grouped by drafter, runs of k joined."""
+    """``pair (k = 2); medusa (k = 3 to 8)``: settings grouped by drafter, runs of k joined
+    (rows with a ``label`` are named by it)."""
+    if any("label" in r for r in rows):
+        return "; ".join(str(r.get("label", r.get("drafter"))) for r in rows)
     by: dict[str, list[int]] = {}
     for r in rows:
         by.setdefault(r["drafter"], []).append(int(r["k"]))
@@ -466,6 +469,8 @@ def gap_sentence(rows: Sequence[dict], key: str = "predicted", model: str = "the
     """
     if not rows:
         raise ValueError("rows: expected at least one setting")
+    if any(r["measured"] <= 0 for r in rows):
+        raise ValueError("rows: a measured speed-up must be positive")
     errors = [r[key] / r["measured"] - 1 for r in rows]
     over = [e for e in errors if e > 0]
     under = [-e for e in errors if e < 0]
