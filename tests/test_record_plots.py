@@ -50,6 +50,7 @@ def test_the_speed_up_panels_draw_the_records_intervals(rec):
     import matplotlib.pyplot as plt
 
     axes = plot_record_speedups(rec, ["pair"], passes=["numpy"])
+    assert [t.get_text() for t in axes[0].figure.legends[0].get_texts()] == ["pair"]
     line = axes[0].lines[0]
     np.testing.assert_allclose(line.get_ydata(), [1.1, 1.2, 1.3])
     with pytest.raises(ValueError, match="no speed-up of 'eagle'"):

@@ -762,9 +762,10 @@ def plot_record_costs(record, curves: dict, ax=None, separate: bool = True, log:
 
 
 def plot_record_speedups(record, drafters, passes=("numpy", "compiled"), temperature: float = 1.0,
-                         device: str = "cpu", axes=None):
+                         device: str = "cpu", axes=None, title: str | None = None):
     """The record's median wall-clock speed-up at every ``k``, with its 95% interval, one panel per
-    kind of pass and one line per drafter; the grey line is plain decoding.  Returns the axes."""
+    kind of pass and one line per drafter, the legend below the panels; the grey line is plain
+    decoding.  Returns the axes."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -793,5 +794,10 @@ def plot_record_speedups(record, drafters, passes=("numpy", "compiled"), tempera
         ax.axhline(1.0, color="grey", lw=0.8)
         ax.set(xlabel="draft length k", title=f"{p} passes")
     axes[0].set_ylabel("wall-clock speed-up")
-    axes[0].legend(fontsize=9)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig = axes[0].figure
+    fig.legend(handles, labels, fontsize=9, loc="lower center", ncol=len(labels), frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.subplots_adjust(bottom=0.27, top=0.8 if title else 0.9)
     return axes

@@ -323,6 +323,7 @@ class Record:
         self.quantities = dict(quantities)
         self.provenance = provenance or {}  #: source -> that file's provenance
         self.settings = settings or {}  #: source -> that file's settings
+        self._glued: set[str] = set()  # glue keys this object has glued (myst-nb warns on a second one)
 
     @classmethod
     def from_json(cls, record: dict, source: str, allow_quick: bool = False) -> Record:
@@ -367,7 +368,8 @@ class Record:
         """Glue ``key``'s value (rounded to its kind's digits) under ``key``, and each field under ``key/field``.
 
         ``fields`` are of :data:`FIELDS` (``low``, ``high``, ``q25``, ``q75``, ``n``) or
-        ``text`` (the value with its interval as prose).  Returns the glued value.
+        ``text`` (the value with its interval as prose).  A name this object has already glued
+        is not glued again (myst-nb warns on a duplicate).  Returns the glued value.
         """
         from myst_nb import glue
 
@@ -375,9 +377,11 @@ class Record:
         for f in fields:
             if f not in FIELDS + ("text",):
                 raise ValueError(f"fields: {f!r} is none of {FIELDS + ('text',)}")
-            glue(f"{key}/{f}", q.text() if f == "text" else q.rounded(f), display=False)
         value = q.rounded()
-        glue(key, value, display=False)
+        for k, v in [(f"{key}/{f}", q.text() if f == "text" else q.rounded(f)) for f in fields] + [(key, value)]:
+            if k not in self._glued:  # each name once per notebook: the same value, glued again, is a warning
+                glue(k, v, display=False)
+                self._glued.add(k)
         return value
 
     def alias(self, local: str, key: str | None, value: object = None) -> object:
