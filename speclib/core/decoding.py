@@ -250,7 +250,7 @@ def _target_rows(cache, text: np.ndarray, drafts: np.ndarray | TokenTree, timing
     if isinstance(drafts, TokenTree):
         return score_tree(cache, text, drafts, "target", timings)
     if drafts.ndim == 1:
-        return extend_checked(cache, chain_feed(cache, text, drafts), "target", timings)[-(drafts.size + 1):]
+        return extend_checked(cache, chain_feed(cache, text, drafts), "target", timings, last=drafts.size + 1)
     m, tree = drafts.shape[0], tree_from_paths(drafts)
     rows = score_tree(cache, text, tree, "target", timings)
     keep_branch(cache, text.size, tree, -1)
