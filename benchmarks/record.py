@@ -35,8 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -47,12 +45,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from speclib.book.record import BOOK_RECORD, check_record, median_interval, name  # noqa: E402
+from speclib.book.record import BOOK_RECORD, median_interval, name, provenance, write_record  # noqa: E402
 from speclib.book.wallclock import processor_summary, wallclock_experiment  # noqa: E402
 from speclib.core.cost import fit_pass_cost, largest_cache_bytes, layer_stack, measure_pass_times  # noqa: E402
 from speclib.lm import kernel  # noqa: E402
 from speclib.lm.drafters import DRAFTER_NAMES, heldout_prompts, load_drafter, loop_acceptance  # noqa: E402
-from speclib.lm.products import blas_kernel  # noqa: E402
 from speclib.lm.transformer import blas_threads, load_pair, strategy_pass_times  # noqa: E402
 
 T = 1.0
@@ -205,14 +202,6 @@ def serving(batches, ks, n_new: int, repeats: int, pass_repeats: int) -> dict:
     return out
 
 
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(BOOK_RECORD), help="where to write the record (default: the book's)")
@@ -258,22 +247,15 @@ def main(argv: list[str] | None = None) -> int:
             quantities.update(serving(sv["batch_sizes"], sv["ks"], sv["n_new"], sv["repeats"], sv["pass_repeats"]))
     record = {
         "format": 1,
-        "provenance": {
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit(),
-            "command": "benchmarks/record.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "processor": processor_summary(), "blas": blas_kernel(),
-            "python": platform.python_version(), "numpy": np.__version__,
-            "numba": numba_version(),
-            "load_average": {"start": rnd(load_start, 2), "end": rnd(os.getloadavg()[0], 2)},
-            "cores": os.cpu_count(), "quick": q,
-            "largest_cache_mib": round((largest_cache_bytes() or 0) / 2**20), "seconds": rnd(time.perf_counter() - t0, 1),
-            "note": args.note,
-        },
+        "provenance": provenance(
+            "benchmarks/record.py " + " ".join(argv if argv is not None else sys.argv[1:]), q,
+            time.perf_counter() - t0, numba=numba_version(),
+            load_average={"start": rnd(load_start, 2), "end": rnd(os.getloadavg()[0], 2)},
+            largest_cache_mib=round((largest_cache_bytes() or 0) / 2**20), note=args.note),
         "settings": settings,
         "quantities": quantities,
     }
-    check_record(record, "the new record", allow_quick=q)
-    Path(args.out).write_text(json.dumps(record, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    write_record(args.out, record)
     print(f"{len(quantities)} quantities in {record['provenance']['seconds']:.0f} s -> {args.out}")
     return 0
 

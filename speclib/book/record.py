@@ -64,8 +64,9 @@ A record file is JSON: ``{"format": 1, "provenance": {...}, "settings": {...},
 :func:`check_record` refuses a damaged record and names what is wrong (a missing part, a
 name that does not parse, a value that is not a finite number, a value outside its interval,
 a ``quick`` test run).  The book's CPU record is :data:`BOOK_RECORD`; any other record file
-in ``speclib/data`` named ``record_*.json`` (a real model's benchmark, say) is read the same
-way by :func:`load_records`, and the accelerator record (``accelerator_pair.json``, its own
+in ``speclib/data`` named ``record_*.json`` (a real model's benchmark, say: its subject the
+model's name, its passes ``f32`` or ``q8``; a benchmark writes one with :func:`provenance` and
+:func:`write_record`) is read the same way by :func:`load_records`, and the accelerator record (``accelerator_pair.json``, its own
 layout) is translated into names with ``torch/gpu`` (:func:`accelerator_quantities`).  Two
 records may not hold the same name.
 """
@@ -101,6 +102,7 @@ KINDS: dict[str, tuple[int, str, str]] = {
     "tokens_per_s": (0, "tokens per second", "generated tokens per second over a whole batch"),
     "ms_per_token": (2, "ms", "one request's time per generated token"),
     "waste": (2, "fraction", "share of a padded batch's slots that keep no token"),
+    "peak_mb": (0, "MB", "largest resident memory of the process"),
 }
 #: The conditions, in the order a name lists them, and the values each may take.
 CONDITIONS: tuple[tuple[str, str], ...] = (
@@ -108,7 +110,7 @@ CONDITIONS: tuple[tuple[str, str], ...] = (
     ("B", r"B[0-9]+"),
     ("T", r"T[0-9]+(?:\.[0-9]+)?"),
     ("where", r"loop|isolated"),
-    ("passes", r"numpy|full|blocks|rows|transposed|kernel|compiled|torch|float32|q8|q4"),
+    ("passes", r"numpy|full|blocks|rows|transposed|kernel|compiled|torch|f32|q8|q4"),
     ("device", r"cpu|gpu"),
 )
 #: Parts of a quantity that can be glued beside its value (``name/low``).
@@ -480,6 +482,44 @@ def leader_sentence(estimates: dict, what: str, digits: int = 2, interval: str =
     listed = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
     verb = "reaches" if len(close) == 1 else "reach"
     return head + f", but {listed} {verb} into that interval, so these runs do not single out one setting."
+
+
+def provenance(command: str, quick: bool, seconds: float, **extra) -> dict:
+    """The provenance every record carries: date, commit, command, processor and BLAS, Python and
+    numpy, load average now, whether it was a test run (``quick``), its duration; plus ``extra``.
+
+    For a benchmark that writes a record (``benchmarks/record.py``, or a real model's): build
+    ``{"format": FORMAT, "provenance": provenance(...), "settings": {...}, "quantities": {...}}``
+    and :func:`write_record` it.
+    """
+    import os
+    import platform
+    import subprocess
+    import time
+
+    import numpy as np
+
+    from ..lm.products import blas_kernel
+    from .wallclock import processor_summary
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parents[2],
+                                capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit, "command": command,
+            "processor": processor_summary(), "blas": blas_kernel(), "python": platform.python_version(),
+            "numpy": np.__version__, "load_average_at_end": load, "cores": os.cpu_count(), "quick": bool(quick),
+            "seconds": round(float(seconds), 1), **extra}
+
+
+def write_record(path: str | Path, record: dict) -> Path:
+    """Check ``record`` (a quick one too) and write it as JSON; returns the path."""
+    check_record(record, "the new record", allow_quick=True)
+    path = Path(path)
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return path
 
 
 def load_record(path: str | Path | None = None, allow_quick: bool = False) -> Record:
