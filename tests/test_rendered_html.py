@@ -104,9 +104,19 @@ def test_no_code_block_scrolls_sideways(reports):
     assert not scrolling, "code or output blocks wider than the column:\n" + "\n".join(scrolling[:20])
 
 
+#: Pages whose tables were too wide when this check was added, left to the branches that own them
+#: (each by about 10 px at this window); the check fails once one of them fits, so that its entry goes.
+KNOWN_WIDE_TABLES = {"book/03_verification.html", "book/08_sampling_controls.html", "book/10_article_revisited.html"}
+
+
 def test_no_table_is_wider_than_its_column(reports):
-    wide = [f"{name}: {text}" for name, report in reports.items() for text in report.wide_tables]
-    assert not wide, "tables wider than the column:\n" + "\n".join(wide[:20])
+    wide = {name: report.wide_tables for name, report in reports.items() if report.wide_tables}
+    new = [f"{name}: {text}" for name, texts in wide.items() if name not in KNOWN_WIDE_TABLES for text in texts]
+    assert not new, "tables wider than the column:\n" + "\n".join(new[:20])
+    fixed = KNOWN_WIDE_TABLES - set(wide)
+    assert not fixed, f"{sorted(fixed)}: the tables fit now; remove them from KNOWN_WIDE_TABLES"
+    if wide:
+        pytest.xfail(f"known wide tables on {sorted(wide)}")
 
 
 def test_the_table_check_sees_a_wide_table(tmp_path):

@@ -524,6 +524,11 @@ def write_record(path: str | Path, record: dict) -> Path:
 
 def load_record(path: str | Path | None = None, allow_quick: bool = False) -> Record:
     """One record file, checked (by default the book's, :data:`BOOK_RECORD`)."""
+    from .._validate import as_bool
+
+    allow_quick = as_bool(allow_quick, "allow_quick")
+    if path is not None and not isinstance(path, (str, Path)):
+        raise TypeError(f"path: expected a file path, got {type(path).__name__}")
     path = BOOK_RECORD if path is None else Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no record; run benchmarks/record.py to measure one")
@@ -578,8 +583,10 @@ def median_interval(values: object, level: float = 0.95, n_boot: int = 2000, see
     """
     import numpy as np
 
-    from .._validate import as_real, as_real_array
+    from .._validate import as_int, as_real, as_real_array
 
+    n_boot = as_int(n_boot, "n_boot", minimum=1, maximum=10**6, why="resamples enough for any interval")
+    seed = as_int(seed, "seed", minimum=0)
     v = as_real_array(values, "values", "run results")
     if v.ndim != 1 or v.size < 2 or not np.isfinite(v).all():
         raise ValueError(f"values: expected at least two finite numbers in a flat list, got shape {v.shape}")
