@@ -104,6 +104,33 @@ def test_no_code_block_scrolls_sideways(reports):
     assert not scrolling, "code or output blocks wider than the column:\n" + "\n".join(scrolling[:20])
 
 
+#: Pages whose tables were too wide when this check was added, left to the branches that own them
+#: (each by about 10 px at this window); the check fails once one of them fits, so that its entry goes.
+KNOWN_WIDE_TABLES = {"book/03_verification.html", "book/08_sampling_controls.html",
+                     "book/10_article_revisited.html", "book/16_models_and_engines.html"}
+
+
+def test_no_table_is_wider_than_its_column(reports):
+    wide = {name: report.wide_tables for name, report in reports.items() if report.wide_tables}
+    new = [f"{name}: {text}" for name, texts in wide.items() if name not in KNOWN_WIDE_TABLES for text in texts]
+    assert not new, "tables wider than the column:\n" + "\n".join(new[:20])
+    fixed = KNOWN_WIDE_TABLES - set(wide)
+    assert not fixed, f"{sorted(fixed)}: the tables fit now; remove them from KNOWN_WIDE_TABLES"
+    if wide:
+        pytest.xfail(f"known wide tables on {sorted(wide)}")
+
+
+def test_the_table_check_sees_a_wide_table(tmp_path):
+    page = tmp_path / "wide.html"
+    cells = "".join(f"<td>{'x' * 40}{j}</td>" for j in range(6))
+    page.write_text(f"<html><body><article class='bd-article' style='width:600px'><div>"
+                    f"<table><tr>{cells}</tr></table></div><table><tr><td>1</td></tr></table>"
+                    f"</article></body></html>")
+    with render_check.Chromium(width=WIDTH) as browser:
+        report = browser.load(page)
+    assert len(report.wide_tables) == 1 and report.wide_tables[0].startswith(tuple("0123456789"))
+
+
 def test_instructors_page_links_every_exercise_by_its_number(html_root):
     """Each item of the instructors' exercise list links to its exercise and reads "Exercise N" as the exercise does."""
     from speclib.book.course import book_exercises

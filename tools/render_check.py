@@ -69,6 +69,15 @@ MEASURE_JS = r"""
   for (const pre of document.querySelectorAll('article pre')) {
     if (pre.scrollWidth > pre.clientWidth + 1) result.scrolling.push(pre.textContent.slice(0, 80));
   }
+  // Tables wider than the block that holds them (the theme lets them scroll sideways).
+  result.wide_tables = [];
+  for (const table of document.querySelectorAll('article table')) {
+    const room = table.parentElement.clientWidth;
+    if (table.scrollWidth > room + 1) {
+      result.wide_tables.push(`${Math.round(table.scrollWidth)} px in ${room} px: ` +
+                              (table.rows[0] ? table.rows[0].textContent : '').trim().slice(0, 80));
+    }
+  }
   result.column = (document.querySelector('article.bd-article') || document.body).clientWidth;
   return result;
 })()
@@ -170,6 +179,7 @@ class PageReport:
     column: float
     console_errors: list[str] = field(default_factory=list)
     scrolling: list[str] = field(default_factory=list)  #: code or output blocks wider than the column
+    wide_tables: list[str] = field(default_factory=list)  #: tables wider than the column
 
     def overflowing(self, tolerance: float = 1.0) -> list[dict]:
         """Display formulas wider than the room their container gives them."""
@@ -254,7 +264,7 @@ class Chromium:
         errors = [describe(e["params"]["exceptionDetails"]) for e in self.events
                   if e["method"] == "Runtime.exceptionThrown"]
         return PageReport(url, data["mathjax"], data["formulas"], data["untypeset"], requests,
-                          data["column"], errors, data["scrolling"])
+                          data["column"], errors, data["scrolling"], data.get("wide_tables", []))
 
     def screenshot(self, path: Path, out: Path, full_page: bool = True) -> None:
         self.load(path)
@@ -311,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
             report = browser.load(page)
             over = report.overflowing()
             remote = report.remote_requests()
-            bad += bool(over or remote or report.untypeset or report.scrolling)
+            bad += bool(over or remote or report.untypeset or report.scrolling or report.wide_tables)
             print(f"{page.name}: column {report.column:.0f} px, {len(report.formulas)} formulas, "
                   f"{len(over)} too wide, {len(report.untypeset)} untypeset, {len(remote)} remote requests, "
                   f"{len(report.scrolling)} code blocks scroll sideways")

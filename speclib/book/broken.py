@@ -657,7 +657,7 @@ shipped_verify_b = _checked_block(shipped_verify_b)
 # --- Chapter 9b: a heads drafter that samples from truncated rows ----------------------------
 
 def shipped_topk_block(head_rows, choose, top_k):
-    """A Medusa-style block as a contributor shipped it (exercise ex-09b-3).
+    """A Medusa-style block as a contributor shipped it.
 
     Draft i comes from head i's row cut to its top_k most likely
     tokens, so that the heads draft confident tokens only.
@@ -701,7 +701,7 @@ class HeadsBlockProposer:
 # --- Chapter 15: a batched target pass that hands rows to the wrong requests ------------------
 
 def shipped_batched_extend_logits(caches, feeds):
-    """A shorter batched pass, as shipped (exercise ex-15-2).
+    """A shorter batched pass, as shipped.
 
     Same contract as speclib.lm.batched.batched_extend_logits:
     feed feeds[i] to caches[i], all in one pass, and return
