@@ -196,6 +196,16 @@ FAULTS: tuple[Fault, ...] = (
           "\n                or slot + n_old + n > self._keys.shape[2]):", "):",
           (T + "test_tree.py::test_a_tree_larger_than_the_free_slots_is_scored_path_by_path[True]",),
           "a grown tree with more nodes than the free key slots is written past them"),
+    Fault("ranking-overlap-by-estimate", "speclib/book/render.py",
+          "group = [r for r in rows if r[2] >= leader[1]]\n    rest = [r for r in rows if r[2] < leader[1]]",
+          "group = [r for r in rows if r[0] >= leader[1]]\n    rest = [r for r in rows if r[0] < leader[1]]",
+          (T + "test_render.py::test_ranking_judges_overlap_by_the_upper_bound_not_the_estimate",),
+          "ranking_sentence judges overlap by the other's estimate instead of its upper bound"),
+    Fault("ranking-below-the-whole-group", "speclib/book/render.py",
+          "below_all = [r for r in rest if all(r[2] < g[1] for g in group)]", "below_all = list(rest)",
+          (T + "test_render.py::test_ranking_says_below_only_of_the_intervals_that_separate",),
+          "ranking_sentence says a setting is below the whole leading group when only the leader's "
+          "interval separates from it"),
 )
 
 
