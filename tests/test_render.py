@@ -321,20 +321,6 @@ def test_ranking_names_a_leader_only_when_its_interval_separates():
         ranking_sentence({"a": (0.5, 0.4, 0.6)})
 
 
-def test_ranking_judges_overlap_by_the_upper_bound_not_the_estimate():
-    """Two intervals overlap when the lower one's upper bound reaches the higher one's lower bound,
-    wherever its estimate lies.  A rule that compared the estimate instead would name a leader
-    here, over an interval that reaches it, and print "above ." with nobody after it."""
-    from speclib.book.render import ranking_sentence
-
-    # pair's estimate (0.74) is below eagle's lower bound (0.76); its upper bound (0.78) is not
-    sentence = ranking_sentence({"eagle": (0.80, 0.76, 0.84), "pair": (0.74, 0.70, 0.78)})
-    assert "cannot be told apart" in sentence and "highest" not in sentence, sentence
-    assert "above ." not in sentence
-    # negative control: move pair's upper bound below eagle's lower bound and eagle leads
-    assert ranking_sentence({"eagle": (0.80, 0.76, 0.84), "pair": (0.74, 0.70, 0.75)}).startswith("eagle has")
-
-
 def test_ranking_says_below_only_of_the_intervals_that_separate():
     """Chapter 12's case: a setting below the leader's interval that still overlaps the other two
     of the leading group is below the leader only, not "below them"."""
