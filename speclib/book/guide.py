@@ -1,0 +1,159 @@
+"""What the practitioner's guide computes: an engine's counters in the book's terms, the draft
+length for a batch size from measured pass costs, and the map of the engines' settings.
+
+The guide (``book/guide.ipynb``) reads every measured number from the book's record
+(:mod:`speclib.book.record`); this module turns those numbers into its answers.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+from .._validate import MAX_DRAFT_LENGTH, as_int, as_int_list, as_probability_array, as_real
+from ..core.theory import expected_tokens_per_pass
+
+
+def counters_in_book_terms(per_position: Sequence[float]) -> dict:
+    """An engine's per-position acceptance rates as the book counts them.
+
+    ``per_position[i]`` is the share of drafting steps whose draft ``i + 1`` was kept (what
+    vLLM and llama.cpp print as the "acceptance rate per position"; each is at most the one
+    before it, since a draft is judged only when all before it were kept).  Returns
+
+    - ``alpha``: kept / judged drafts, the book's acceptance rate: a step judges its first
+      draft, and draft ``i + 1`` only when draft ``i`` was kept;
+    - ``per_drafted``: kept / drafted, what an engine's "draft acceptance rate" divides by
+      (it falls with ``k`` by construction);
+    - ``tokens_per_pass``: one plus the drafts kept per step, the engines' "mean acceptance
+      length".
+
+    Examples
+    --------
+    >>> r = counters_in_book_terms([0.8, 0.6, 0.4])
+    >>> round(r["alpha"], 4), round(r["per_drafted"], 4), round(r["tokens_per_pass"], 2)
+    (0.75, 0.6, 2.8)
+    """
+    rates = as_probability_array(per_position, "per_position")
+    if rates.ndim != 1 or rates.size < 1:
+        raise ValueError(f"per_position: expected one rate per draft position, got shape {rates.shape}")
+    if (rates[1:] > rates[:-1] + 1e-12).any():
+        raise ValueError("per_position: a later position cannot keep more drafts than an earlier one "
+                         f"(got {rates.tolist()}): are these rates conditional on the earlier positions?")
+    kept = float(rates.sum())
+    judged = 1.0 + float(rates[:-1].sum())
+    return {"alpha": kept / judged, "per_drafted": kept / rates.size, "tokens_per_pass": 1.0 + kept}
+
+
+class BatchChoice(NamedTuple):
+    """The cost model's choice at one batch size: ``k`` (0: speculation off) and every prediction."""
+
+    batch_size: int
+    k: int
+    predicted: dict  #: k -> predicted speed-up over plain decoding at this batch size
+
+
+def batch_speedup_from_costs(alpha: float, k: int, c_b: float, r_b: float, overhead: float = 0.0) -> float:
+    """``E[n] / (k c_B + r_B(k+1) + o)``: predicted speed-up of a batch step over plain decoding.
+
+    ``c_B`` is the draft's cost per drafted token and ``r_B(k+1)`` the verification pass, both
+    in units of the plain batched pass ``t_T(B, 1)``; ``o`` the loop's own work per step in the
+    same unit (0 leaves it out, which makes the prediction an upper bound).
+
+    Examples
+    --------
+    >>> round(batch_speedup_from_costs(0.8, 3, 0.05, 1.2), 3)
+    2.187
+    """
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
+    c_b = as_real(c_b, "c_b", low=0.0)
+    r_b = as_real(r_b, "r_b", low=0.0)
+    overhead = as_real(overhead, "overhead", low=0.0)
+    if not r_b > 0:
+        raise ValueError(f"r_b: must be > 0, got {r_b}")
+    return float(expected_tokens_per_pass(alpha, k) / (k * c_b + r_b + overhead))
+
+
+def choose_k_per_batch(alpha: float, record, batch_sizes: Sequence[int], ks: Sequence[int],
+                       passes: str = "numpy", device: str = "cpu", subject: str = "pair") -> list[BatchChoice]:
+    """For each batch size, the ``k`` in ``ks`` with the largest predicted speed-up, or 0 when none beats 1.
+
+    Reads ``c/<subject>/B<b>/isolated/<passes>/<device>`` and
+    ``r<k+1>/target/B<b>/isolated/<passes>/<device>`` from ``record`` (a
+    :class:`speclib.book.record.Record`); the loop's own work is left out (an upper bound).
+    """
+    alpha = float(as_probability_array(alpha, "alpha"))
+    out = []
+    for b in as_int_list(batch_sizes, "batch_sizes", minimum=1):
+        where = f"B{b}/isolated/{passes}/{device}"
+        c_b = record.value(f"c/{subject}/{where}")
+        predicted = {k: batch_speedup_from_costs(alpha, k, c_b, record.value(f"r{k + 1}/target/{where}"))
+                     for k in as_int_list(ks, "ks", minimum=1, maximum=MAX_DRAFT_LENGTH)}
+        best = max(predicted, key=predicted.get)
+        out.append(BatchChoice(b, best if predicted[best] > 1.0 else 0, predicted))
+    return out
+
+
+#: The engines' settings for each part of the book, with where the documentation puts them and
+#: what it says of their start: (what, vLLM, SGLang, llama.cpp, transformers).  Values are the
+#: engines' documented defaults (vLLM 0.32 documentation, SGLang's speculative decoding
+#: documentation, llama.cpp's server README, transformers' generation strategies), as of 2026.
+ENGINE_SETTINGS: tuple[tuple[str, str, str, str, str], ...] = (
+    ("draft model",
+     '`"method": "draft_model"`, `"model"`',
+     "`--speculative-algorithm STANDALONE`, `--speculative-draft-model-path`",
+     "`--spec-draft-model` (`-md`)",
+     "`assistant_model=`"),
+    ("draft length k",
+     '`"num_speculative_tokens"` (no default: you set it)',
+     "`--speculative-num-steps` (3 by default for STANDALONE)",
+     "`--spec-draft-n-max` (3; older builds: `--draft-max`, 16)",
+     "`num_assistant_tokens`"),
+    ("k per batch size, 0 = off",
+     '`"num_speculative_tokens_per_batch_size"`: `[start, end, k]` ranges',
+     "none per batch size; `--speculative-adaptive` moves k with acceptance",
+     "none",
+     "no batched assisted generation"),
+    ("stop when the draft is unsure",
+     "none",
+     "none",
+     "`--spec-draft-p-min` (0.0: off)",
+     "`assistant_confidence_threshold`"),
+    ("sampled, not greedy, drafts",
+     '`"draft_sample_method": "probabilistic"`',
+     "none",
+     "`--spec-draft-sampling probabilistic` (greedy by default)",
+     "drafts sample when `do_sample=True`"),
+    ("n-gram lookup",
+     '`"method": "ngram"`, `"prompt_lookup_min"`, `"prompt_lookup_max"` (5 and 5)',
+     "`--speculative-algorithm NGRAM`",
+     "`--spec-type ngram-simple` (and other `ngram-*` types)",
+     "`prompt_lookup_num_tokens`"),
+)
+
+
+def leading(estimates: dict) -> tuple[str, list[str]]:
+    """The label with the highest value and the labels whose intervals reach its lower end.
+
+    ``estimates`` maps a label to ``(value, low, high)``.  The rule is that of
+    :func:`speclib.book.render.ranking_sentence`: two settings are told apart only when the
+    lower one's interval ends below the other's.
+
+    Examples
+    --------
+    >>> leading({"k = 1": (1.0, 0.9, 1.05), "k = 2": (1.2, 1.1, 1.3), "k = 3": (1.15, 1.05, 1.25)})
+    ('k = 2', ['k = 3'])
+    """
+    if not isinstance(estimates, dict) or len(estimates) < 2:
+        raise ValueError("estimates: expected a dict of at least two labels to (value, low, high)")
+    rows = []
+    for label, triple in estimates.items():
+        try:
+            value, low, high = (float(v) for v in triple)
+        except (TypeError, ValueError):
+            raise ValueError(f"estimates[{label!r}]: expected (value, low, high), got {triple!r}") from None
+        if not low <= value <= high:
+            raise ValueError(f"estimates[{label!r}]: expected low <= value <= high, got {triple!r}")
+        rows.append((value, low, high, label))
+    rows.sort(key=lambda r: -r[0])
+    top = rows[0]
+    return top[3], [r[3] for r in rows[1:] if r[2] >= top[1]]

@@ -1,0 +1,180 @@
+"""The practitioner's guide stands on the main line, and what it computes is right.
+
+The guide (``book/guide.ipynb``) is the last page of the main line: a reader who has read
+nothing of the second part must be able to use it.  So every symbol in its formulas is
+defined on the guide itself (its table of symbols, or a displayed definition) or in the math
+of a main-line page, never only in a chapter of the second part.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from speclib.book.guide import (ENGINE_SETTINGS, batch_speedup_from_costs, choose_k_per_batch,
+                                counters_in_book_terms, leading)
+from speclib.book.record import Quantity, Record
+from speclib.core.theory import expected_tokens_per_pass, speedup_in_passes
+
+ROOT = Path(__file__).resolve().parents[1]
+GUIDE = ROOT / "book" / "guide.ipynb"
+MATH = re.compile(r"\$\$(.+?)\$\$|\$([^$\n]+)\$", re.S)
+GREEK = {"alpha", "beta", "gamma", "eta", "epsilon", "lambda", "mu", "sigma", "tau", "theta", "pi", "rho"}
+SYMBOL = re.compile(r"\\([A-Za-z]+)|([A-Za-z])(?:_\{?([A-Za-z0-9]+)\}?)?")
+WORDS_IN_MATH = re.compile(r"\\(?:text|mathrm|operatorname|mathbf|mathit)\{[^}]*\}")
+
+
+def markdown(path: Path) -> str:
+    if path.suffix == ".md":
+        return path.read_text(encoding="utf-8")
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return "\n\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+
+def symbols(text: str) -> set[str]:
+    """The symbols of the math in ``text``: Greek letters by name, letters with their subscripts."""
+    found = set()
+    for m in MATH.finditer(text):
+        math = WORDS_IN_MATH.sub(" ", m.group(1) or m.group(2))
+        for s in SYMBOL.finditer(math):
+            if s.group(1):
+                if s.group(1) in GREEK:
+                    found.add(s.group(1))
+            else:
+                found.add(s.group(2) + (f"_{s.group(3)}" if s.group(3) else ""))
+    return found
+
+
+def defined_on(text: str) -> set[str]:
+    """What a page defines for itself: the symbols of its table rows (a table of symbols) and of
+    the left-hand side of its displayed definitions (``S(k) = ...``)."""
+    rows = "\n".join(line for line in text.splitlines() if line.startswith("|"))
+    out = symbols(rows)
+    for m in re.finditer(r"\$\$(.+?)\$\$", text, re.S):
+        left = m.group(1).split("=")[0]
+        out |= symbols(f"${left}$")
+    return out
+
+
+def main_line_pages() -> list[Path]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    part = next(p for p in toc["parts"] if p["caption"] == "The main line")
+    names = [toc["root"]] + [c["file"] for c in part["chapters"]]
+    return [next(p for p in (ROOT / f"{n}.ipynb", ROOT / f"{n}.md") if p.is_file()) for n in names]
+
+
+def undefined_in_guide(guide_text: str) -> set[str]:
+    main = set()
+    for page in main_line_pages():
+        if page != GUIDE:
+            main |= symbols(markdown(page))
+    return symbols(guide_text) - defined_on(guide_text) - main
+
+
+def test_the_guide_is_on_the_main_line():
+    assert GUIDE in main_line_pages()
+
+
+def test_every_symbol_of_the_guide_is_defined_on_it_or_in_the_main_line():
+    missing = undefined_in_guide(markdown(GUIDE))
+    assert not missing, f"the guide uses symbols defined neither on it nor in the main line: {sorted(missing)}"
+
+
+def test_the_symbol_check_finds_a_symbol_from_the_second_part():
+    """Negative control: without its table row, c_B (defined in chapter 15 only) is flagged."""
+    text = markdown(GUIDE)
+    assert "c_B" in symbols(text)
+    without = "\n".join(line for line in text.splitlines() if not line.startswith("| $c_B$"))
+    assert "c_B" in undefined_in_guide(without)
+    assert symbols("$r_B(k + 1)$ and $\\alpha > c$ and $\\text{tokens}$") == {"r_B", "k", "alpha", "c"}
+
+
+def test_the_guide_sends_the_reader_to_the_second_part_only_for_more():
+    """Each step carries its own answer: a step may cite the chapter that derives it, but the
+    guide's own text holds the rule (no step is only a pointer)."""
+    text = markdown(GUIDE)
+    steps = re.split(r"^## ", text, flags=re.M)[1:]
+    for step in steps:
+        body = re.sub(r"\{doc\}`[^`]*`|\{cite:[pt]\}`[^`]*`|\{ref\}`[^`]*`", "", step)
+        assert len(body.split()) >= 60, f"step {step.splitlines()[0]!r} has almost no text of its own"
+
+
+# --- what the guide computes -------------------------------------------------------------------
+
+def test_counters_in_book_terms_by_hand():
+    # 100 steps of k = 3: 80 kept draft 1, 60 draft 2, 40 draft 3 -> 180 kept, 100 + 80 + 60 judged
+    r = counters_in_book_terms([0.8, 0.6, 0.4])
+    assert r["alpha"] == pytest.approx(180 / 240)
+    assert r["per_drafted"] == pytest.approx(180 / 300)
+    assert r["tokens_per_pass"] == pytest.approx(2.8)
+    # the same as chapter 16's count of judged drafts from the counters themselves
+    from speclib.book.engines import verified_from_counters
+
+    assert verified_from_counters(100, 300, [80, 60, 40], 3) == 240
+    # with independent acceptances the conversion gives alpha back, whatever k
+    for alpha in (0.3, 0.7, 0.95):
+        for k in (1, 4, 8):
+            rates = [alpha ** (i + 1) for i in range(k)]
+            assert counters_in_book_terms(rates)["alpha"] == pytest.approx(alpha)
+            assert counters_in_book_terms(rates)["tokens_per_pass"] == pytest.approx(expected_tokens_per_pass(alpha, k))
+
+
+def test_counters_in_book_terms_refuses_conditional_rates():
+    with pytest.raises(ValueError, match="per_position: a later position"):
+        counters_in_book_terms([0.6, 0.8])
+    with pytest.raises(ValueError, match="per_position"):
+        counters_in_book_terms([1.2])
+
+
+def test_the_batch_formula_is_chapter_6s_at_one_request_with_free_verification():
+    for alpha, k, c in ((0.7, 3, 0.1), (0.9, 6, 0.02), (0.4, 1, 0.5)):
+        assert batch_speedup_from_costs(alpha, k, c, 1.0) == pytest.approx(speedup_in_passes(alpha, k, c))
+        assert batch_speedup_from_costs(alpha, k, c, 1.5, overhead=0.3) == pytest.approx(
+            expected_tokens_per_pass(alpha, k) / (k * c + 1.8))
+    with pytest.raises(ValueError, match="r_b"):
+        batch_speedup_from_costs(0.7, 2, 0.1, 0.0)
+
+
+def _record(values: dict) -> Record:
+    return Record({k: Quantity(k, v, None, None, None, None, None, "", "test") for k, v in values.items()})
+
+
+def test_choose_k_per_batch_shortens_the_draft_and_turns_it_off():
+    where = "isolated/numpy/cpu"
+    values = {}
+    for b, c_b, r in ((1, 0.05, {2: 1.0, 3: 1.0, 4: 1.1}), (8, 0.3, {2: 1.4, 3: 1.9, 4: 2.6}),
+                      (32, 0.6, {2: 1.9, 3: 2.8, 4: 3.7})):
+        values[f"c/pair/B{b}/{where}"] = c_b
+        for n, v in r.items():
+            values[f"r{n}/target/B{b}/{where}"] = v
+    choices = choose_k_per_batch(0.8, _record(values), [1, 8, 32], [1, 2, 3])
+    assert [ch.k for ch in choices] == [3, 1, 0]
+    assert all(ch.predicted[ch.k] > 1 for ch in choices if ch.k)
+    assert max(choices[2].predicted.values()) <= 1
+    with pytest.raises(KeyError):
+        choose_k_per_batch(0.8, _record(values), [16], [1])
+
+
+def test_leading_follows_the_interval_rule_of_ranking_sentence():
+    from speclib.book.render import ranking_sentence
+
+    rng = random.Random(3)
+    for _ in range(200):
+        est = {}
+        for label in "abcd":
+            v = rng.uniform(0.5, 1.5)
+            est[label] = (v, v - rng.uniform(0, 0.2), v + rng.uniform(0, 0.2))
+        top, close = leading(est)
+        sentence = ranking_sentence(est)
+        assert (not close) == sentence.startswith(f"{top} has the highest"), (est, sentence)
+
+
+def test_the_settings_map_has_every_engine_for_every_row():
+    assert len(ENGINE_SETTINGS) >= 5
+    for row in ENGINE_SETTINGS:
+        assert len(row) == 5 and all(cell.strip() for cell in row), row
