@@ -129,10 +129,11 @@ def runs(names, compiled: bool, prompts, ks, reps: int, n_new: int, seed: int = 
     return out
 
 
-def stacks(max_seconds: float) -> dict:
+def stacks(max_seconds: float, quick: bool = False) -> dict:
     cache = largest_cache_bytes()
     d = 2048
-    layers = int(np.clip(np.ceil(1.25 * (cache or 2**28) / (8 * d * d)), 4, 32))
+    # more bytes than the largest cache holds (chapter 1's stack); a test run keeps four layers
+    layers = 4 if quick else int(np.clip(np.ceil(1.25 * (cache or 2**28) / (8 * d * d)), 4, 32))
     out = {}
     for subject, weights, repeats, limit in (
             ("stack", layer_stack(d, layers, rng=0), 9, max_seconds),
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wall-clock runs, {'compiled' if compiled else 'numpy'} passes", flush=True)
             quantities.update(runs(args.drafters, compiled, prompts, run["ks"], run["reps"], run["n_new"]))
         print("layer stacks", flush=True)
-        quantities.update(stacks(settings["stack"]["max_seconds"]))
+        quantities.update(stacks(settings["stack"]["max_seconds"], quick=q))
     record = {
         "format": 1,
         "provenance": {

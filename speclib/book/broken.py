@@ -662,7 +662,7 @@ shipped_verify_b = _checked_block(shipped_verify_b)
 # --- Chapter 9b: a heads drafter that samples from truncated rows ----------------------------
 
 def shipped_topk_block(head_rows, choose, top_k):
-    """A Medusa-style block as a contributor shipped it (exercise ex-09b-3).
+    """A Medusa-style block as a contributor shipped it.
 
     Draft i comes from head i's row cut to its top_k most likely
     tokens, so that the heads draft confident tokens only.

@@ -46,7 +46,11 @@ kind's digits (:data:`KINDS`), under the name itself; ``rec.glue(name, "low", "h
 glues ``name/low`` and ``name/high`` (likewise ``q25``, ``q75``, ``n``), and
 ``rec.glue(name, "text")`` glues ``name/text``, the value with its interval as prose
 ("0.707 (0.698 to 0.716)").  In Markdown: ``{glue:}`c/pair/loop/numpy/cpu```, from another
-page ``{glue:text}`07_real_pair.ipynb::c/pair/loop/numpy/cpu:s```.
+page ``{glue:text}`07_real_pair.ipynb::c/pair/loop/numpy/cpu:s``` (the format is required
+with ``::``): chapter 7 glues every quantity of every shipped record (:meth:`Record.glue_all`),
+so a Markdown page can state any of them from there.  A page that measures a quantity live
+glues its own figure under a local name (not a record name) and shows the record's beside it,
+saying which is which.
 :meth:`Record.ranking` ranks quantities only as far as their intervals allow
 (:func:`speclib.book.render.ranking_sentence`).
 
@@ -370,6 +374,14 @@ class Record:
         glue(key, value, display=False)
         return value
 
+    def glue_all(self, start: str = "") -> int:
+        """Glue every quantity whose name starts with ``start`` (and its ``text`` where it has an
+        interval), so that Markdown pages can state any of them from this notebook.  Returns how many."""
+        names = self.names(start)
+        for key in names:
+            self.glue(key, *(("text",) if self[key].low is not None else ()))
+        return len(names)
+
     def ranking(self, keys: dict[str, str], what: str) -> str:
         """A sentence ranking ``keys`` (label -> name) only as far as their intervals allow."""
         from .render import ranking_sentence
@@ -382,6 +394,59 @@ class Record:
             est[label] = (q.value, q.low, q.high)
         digits = max(self[k].digits for k in keys.values())
         return ranking_sentence(est, what=what, digits=digits)
+
+    def leader(self, keys: dict[str, str], what: str, interval: str = "95% interval") -> str:
+        """:func:`leader_sentence` over ``keys`` (label -> name), by their intervals."""
+        est = {}
+        for label, key in keys.items():
+            q = self[key]
+            if q.low is None:
+                raise ValueError(f"keys: {key!r} has no interval to rank by")
+            est[label] = (q.value, q.low, q.high)
+        return leader_sentence(est, what, max(self[k].digits for k in keys.values()), interval)
+
+
+def leader_sentence(estimates: dict, what: str, digits: int = 2, interval: str = "95% interval") -> str:
+    """Which of many settings leads, said only as far as the intervals allow.
+
+    ``estimates`` maps a label to ``(value, low, high)``.  The setting with the highest value is
+    named with its interval; every other whose interval reaches the leader's lower end is
+    listed as not told apart from it (up to five, then how many more); when none does, the
+    sentence says every other interval ends below it.  For two or three estimates
+    :func:`speclib.book.render.ranking_sentence` says more.
+
+    Examples
+    --------
+    >>> leader_sentence({"k = 1": (1.0, 0.9, 1.05), "k = 2": (1.2, 1.1, 1.3), "k = 3": (1.15, 1.05, 1.25)},
+    ...                 "speed-up")
+    'The highest speed-up is at k = 2, 1.20 (95% interval 1.10 to 1.30), but k = 3 (1.15) reaches into that interval, so these runs do not single out one setting.'
+    >>> leader_sentence({"a": (2.0, 1.9, 2.1), "b": (1.0, 0.9, 1.1)}, "rate")
+    'The highest rate is at a, 2.00 (95% interval 1.90 to 2.10); every other interval ends below 1.90.'
+    """
+    if not isinstance(estimates, dict) or len(estimates) < 2:
+        raise ValueError("estimates: expected a dict of at least two labels to (value, low, high)")
+    rows = []
+    for label, triple in estimates.items():
+        try:
+            v, lo, hi = (float(x) for x in triple)
+        except (TypeError, ValueError):
+            raise ValueError(f"estimates[{label!r}]: expected (value, low, high), got {triple!r}") from None
+        if not (lo <= v <= hi) or not all(math.isfinite(x) for x in (v, lo, hi)):
+            raise ValueError(f"estimates[{label!r}]: expected low <= value <= high, finite, got {triple!r}")
+        rows.append((v, lo, hi, str(label)))
+    rows.sort(key=lambda r: -r[0])
+    f = f"{{:.{int(digits)}f}}".format
+    top = rows[0]
+    head = f"The highest {what} is at {top[3]}, {f(top[0])} ({interval} {f(top[1])} to {f(top[2])})"
+    close = [r for r in rows[1:] if r[2] >= top[1]]
+    if not close:
+        return head + f"; every other interval ends below {f(top[1])}."
+    named = [f"{r[3]} ({f(r[0])})" for r in close[:5]]
+    if len(close) > 5:
+        named.append(f"{len(close) - 5} more")
+    listed = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+    verb = "reaches" if len(close) == 1 else "reach"
+    return head + f", but {listed} {verb} into that interval, so these runs do not single out one setting."
 
 
 def load_record(path: str | Path | None = None, allow_quick: bool = False) -> Record:
