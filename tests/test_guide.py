@@ -9,17 +9,15 @@ of a main-line page, never only in a chapter of the second part.
 from __future__ import annotations
 
 import json
-import random
 import re
 from pathlib import Path
 
 import pytest
 import yaml
 
-from speclib.book.guide import (ENGINE_SETTINGS, batch_speedup_from_costs, choose_k_per_batch,
-                                counters_in_book_terms, leading)
+from speclib.book.guide import ENGINE_SETTINGS, choose_k_per_batch, counters_in_book_terms
 from speclib.book.record import Quantity, Record
-from speclib.core.theory import expected_tokens_per_pass, speedup_in_passes
+from speclib.core.theory import expected_tokens_per_pass
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "book" / "guide.ipynb"
@@ -131,15 +129,6 @@ def test_counters_in_book_terms_refuses_conditional_rates():
         counters_in_book_terms([1.2])
 
 
-def test_the_batch_formula_is_chapter_6s_at_one_request_with_free_verification():
-    for alpha, k, c in ((0.7, 3, 0.1), (0.9, 6, 0.02), (0.4, 1, 0.5)):
-        assert batch_speedup_from_costs(alpha, k, c, 1.0) == pytest.approx(speedup_in_passes(alpha, k, c))
-        assert batch_speedup_from_costs(alpha, k, c, 1.5, overhead=0.3) == pytest.approx(
-            expected_tokens_per_pass(alpha, k) / (k * c + 1.8))
-    with pytest.raises(ValueError, match="r_b"):
-        batch_speedup_from_costs(0.7, 2, 0.1, 0.0)
-
-
 def _record(values: dict) -> Record:
     return Record({k: Quantity(k, v, None, None, None, None, None, "", "test") for k, v in values.items()})
 
@@ -158,20 +147,6 @@ def test_choose_k_per_batch_shortens_the_draft_and_turns_it_off():
     assert max(choices[2].predicted.values()) <= 1
     with pytest.raises(KeyError):
         choose_k_per_batch(0.8, _record(values), [16], [1])
-
-
-def test_leading_follows_the_interval_rule_of_ranking_sentence():
-    from speclib.book.render import ranking_sentence
-
-    rng = random.Random(3)
-    for _ in range(200):
-        est = {}
-        for label in "abcd":
-            v = rng.uniform(0.5, 1.5)
-            est[label] = (v, v - rng.uniform(0, 0.2), v + rng.uniform(0, 0.2))
-        top, close = leading(est)
-        sentence = ranking_sentence(est)
-        assert (not close) == sentence.startswith(f"{top} has the highest"), (est, sentence)
 
 
 def test_the_settings_map_has_every_engine_for_every_row():

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
-from .._validate import MAX_DRAFT_LENGTH, as_int, as_int_list, as_probability_array, as_real
-from ..core.theory import expected_tokens_per_pass
+from .._validate import MAX_DRAFT_LENGTH, as_int_list, as_probability_array
 
 
 def counters_in_book_terms(per_position: Sequence[float]) -> dict:
@@ -52,41 +51,24 @@ class BatchChoice(NamedTuple):
     predicted: dict  #: k -> predicted speed-up over plain decoding at this batch size
 
 
-def batch_speedup_from_costs(alpha: float, k: int, c_b: float, r_b: float, overhead: float = 0.0) -> float:
-    """``E[n] / (k c_B + r_B(k+1) + o)``: predicted speed-up of a batch step over plain decoding.
-
-    ``c_B`` is the draft's cost per drafted token and ``r_B(k+1)`` the verification pass, both
-    in units of the plain batched pass ``t_T(B, 1)``; ``o`` the loop's own work per step in the
-    same unit (0 leaves it out, which makes the prediction an upper bound).
-
-    Examples
-    --------
-    >>> round(batch_speedup_from_costs(0.8, 3, 0.05, 1.2), 3)
-    2.187
-    """
-    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
-    c_b = as_real(c_b, "c_b", low=0.0)
-    r_b = as_real(r_b, "r_b", low=0.0)
-    overhead = as_real(overhead, "overhead", low=0.0)
-    if not r_b > 0:
-        raise ValueError(f"r_b: must be > 0, got {r_b}")
-    return float(expected_tokens_per_pass(alpha, k) / (k * c_b + r_b + overhead))
-
-
 def choose_k_per_batch(alpha: float, record, batch_sizes: Sequence[int], ks: Sequence[int],
                        passes: str = "numpy", device: str = "cpu", subject: str = "pair") -> list[BatchChoice]:
     """For each batch size, the ``k`` in ``ks`` with the largest predicted speed-up, or 0 when none beats 1.
 
     Reads ``c/<subject>/B<b>/isolated/<passes>/<device>`` and
     ``r<k+1>/target/B<b>/isolated/<passes>/<device>`` from ``record`` (a
-    :class:`speclib.book.record.Record`); the loop's own work is left out (an upper bound).
+    :class:`speclib.book.record.Record`); the prediction is
+    :func:`speclib.core.cost.speedup_with_overhead` with ``c_B`` and ``r_B(k+1)`` and the loop's
+    own work left out (an upper bound).
     """
+    from ..core.cost import speedup_with_overhead
+
     alpha = float(as_probability_array(alpha, "alpha"))
     out = []
     for b in as_int_list(batch_sizes, "batch_sizes", minimum=1):
         where = f"B{b}/isolated/{passes}/{device}"
         c_b = record.value(f"c/{subject}/{where}")
-        predicted = {k: batch_speedup_from_costs(alpha, k, c_b, record.value(f"r{k + 1}/target/{where}"))
+        predicted = {k: speedup_with_overhead(alpha, k, c_b, record.value(f"r{k + 1}/target/{where}"))
                      for k in as_int_list(ks, "ks", minimum=1, maximum=MAX_DRAFT_LENGTH)}
         best = max(predicted, key=predicted.get)
         out.append(BatchChoice(b, best if predicted[best] > 1.0 else 0, predicted))
@@ -130,30 +112,3 @@ ENGINE_SETTINGS: tuple[tuple[str, str, str, str, str], ...] = (
      "`prompt_lookup_num_tokens`"),
 )
 
-
-def leading(estimates: dict) -> tuple[str, list[str]]:
-    """The label with the highest value and the labels whose intervals reach its lower end.
-
-    ``estimates`` maps a label to ``(value, low, high)``.  The rule is that of
-    :func:`speclib.book.render.ranking_sentence`: two settings are told apart only when the
-    lower one's interval ends below the other's.
-
-    Examples
-    --------
-    >>> leading({"k = 1": (1.0, 0.9, 1.05), "k = 2": (1.2, 1.1, 1.3), "k = 3": (1.15, 1.05, 1.25)})
-    ('k = 2', ['k = 3'])
-    """
-    if not isinstance(estimates, dict) or len(estimates) < 2:
-        raise ValueError("estimates: expected a dict of at least two labels to (value, low, high)")
-    rows = []
-    for label, triple in estimates.items():
-        try:
-            value, low, high = (float(v) for v in triple)
-        except (TypeError, ValueError):
-            raise ValueError(f"estimates[{label!r}]: expected (value, low, high), got {triple!r}") from None
-        if not low <= value <= high:
-            raise ValueError(f"estimates[{label!r}]: expected low <= value <= high, got {triple!r}")
-        rows.append((value, low, high, label))
-    rows.sort(key=lambda r: -r[0])
-    top = rows[0]
-    return top[3], [r[3] for r in rows[1:] if r[2] >= top[1]]
