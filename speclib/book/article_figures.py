@@ -288,7 +288,7 @@ def corrected_table(rows: Sequence[SweepRow], n_tokens: int, by: str = "k") -> s
         raise ValueError(f"by: expected 'k' or 'noise', got {by!r}")
     rows = _rows(rows, "rows")
     head = ("| k " if by == "k" else "| noise ") + (
-        "| article's rate | kept / judged | alpha | tokens / pass | formula at article's rate "
+        "| article | kept / judged | alpha | tokens / pass | formula at article "
         "| formula at alpha | z |")
     out = [head, "|" + "---|" * 8]
     for r in rows:
