@@ -12,8 +12,13 @@ On one BLAS thread, numpy passes with the measured product choice:
   for each of ``b`` requests (:func:`speclib.book.serving.batched_pass_times`);
 - ``r<n>/target/B<b>/isolated/numpy/cpu``: the same pass over ``n`` new tokens per request, in
   units of the first, ``r_B(n) = t_T(B, n) / t_T(B, 1)``;
-- ``c/pair/B<b>/isolated/numpy/cpu``: the book's draft run request by request, ``b`` one-token
-  draft passes over one batched target pass, ``c_B = B t_D / t_T(B, 1)``.
+- ``c/pair/B1/isolated/numpy/cpu``: the book's draft's one-token pass over the target's,
+  ``t_D / t_T(1, 1)``; a draft run request by request costs ``c_B = B t_D / t_T(B, 1)`` per
+  drafted token in plain batched passes (:func:`speclib.book.guide.choose_k_per_batch`).
+
+The names are those of part 5 of ``benchmarks/record.py`` (the batch experiment of chapter 15):
+once the book's record holds them, this file is superseded and ``record_batch.json`` goes
+(:func:`speclib.book.record.load_records` refuses two records that hold the same name).
 
 Every timing is a median over repeats; each repeat visits every setting once in a fresh random
 order (and times the draft's pass beside them), so a slow spell of the machine hits all settings
@@ -44,7 +49,7 @@ from speclib.lm.transformer import blas_threads, load_pair  # noqa: E402
 
 OUT = DATA / "record_batch.json"
 BATCHES = (1, 2, 4, 8, 16, 32)
-KS = (1, 2, 3, 4, 6)
+KS = (1, 3, 6)
 
 
 def rnd(x: float, digits: int = 4) -> float:
@@ -80,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         where = dict(B=b, where="isolated", passes="numpy", device="cpu")
         t1 = seconds[i, 0]
         quantities[name("t1_ms", "target", **where)] = {"value": rnd(1e3 * t1), "n": n}
-        quantities[name("c", "pair", **where)] = {"value": rnd(b * t_draft / t1), "n": n}
+        if b == 1:
+            quantities[name("c", "pair", **where)] = {"value": rnd(t_draft / t1), "n": n}
         for j, tokens in enumerate(ns[1:], start=1):
             quantities[name(f"r{tokens}", "target", **where)] = {"value": rnd(seconds[i, j] / t1), "n": n}
     record = {

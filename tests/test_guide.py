@@ -135,18 +135,24 @@ def _record(values: dict) -> Record:
 
 def test_choose_k_per_batch_shortens_the_draft_and_turns_it_off():
     where = "isolated/numpy/cpu"
-    values = {}
-    for b, c_b, r in ((1, 0.05, {2: 1.0, 3: 1.0, 4: 1.1}), (8, 0.3, {2: 1.4, 3: 1.9, 4: 2.6}),
-                      (32, 0.6, {2: 1.9, 3: 2.8, 4: 3.7})):
-        values[f"c/pair/B{b}/{where}"] = c_b
+    values = {f"c/pair/B1/{where}": 0.05}
+    # the draft's pass is 0.05 of t_T(1, 1) = 1 ms; t_T(8, 1) = 2 ms, t_T(32, 1) = 4 ms
+    for b, t1, r in ((1, 1.0, {2: 1.0, 3: 1.0, 4: 1.1}), (8, 2.0, {2: 1.4, 3: 1.9, 4: 2.6}),
+                     (32, 4.0, {2: 1.9, 3: 2.8, 4: 3.7})):
+        values[f"t1_ms/target/B{b}/{where}"] = t1
         for n, v in r.items():
             values[f"r{n}/target/B{b}/{where}"] = v
-    choices = choose_k_per_batch(0.8, _record(values), [1, 8, 32], [1, 2, 3])
+    rec = _record(values)
+    from speclib.book.guide import batch_costs
+
+    assert batch_costs(rec, 8)[0] == pytest.approx(8 * 0.05 * 1.0 / 2.0)  # c_B = B t_D / t_T(B, 1)
+    assert batch_costs(rec, 32)[1] == {2: 1.9, 3: 2.8, 4: 3.7}
+    choices = choose_k_per_batch(0.8, rec, [1, 8, 32], [1, 2, 3])
     assert [ch.k for ch in choices] == [3, 1, 0]
     assert all(ch.predicted[ch.k] > 1 for ch in choices if ch.k)
     assert max(choices[2].predicted.values()) <= 1
-    with pytest.raises(KeyError):
-        choose_k_per_batch(0.8, _record(values), [16], [1])
+    with pytest.raises(KeyError, match="r5/target/B1"):
+        choose_k_per_batch(0.8, rec, [1], [4])
 
 
 def test_the_settings_map_has_every_engine_for_every_row():

@@ -51,25 +51,43 @@ class BatchChoice(NamedTuple):
     predicted: dict  #: k -> predicted speed-up over plain decoding at this batch size
 
 
+def batch_costs(record, batch_size: int, passes: str = "numpy", device: str = "cpu",
+                subject: str = "pair") -> tuple[float, dict]:
+    """``(c_B, {n: r_B(n)})`` at one batch size, from the record's batched passes.
+
+    ``c_B = B t_D / t_T(B, 1)``: the draft run request by request, per drafted token, in plain
+    batched passes, from ``c/<subject>/B1/...`` (``t_D / t_T(1, 1)``) and the one-token passes
+    ``t1_ms/target/B<b>/...``; ``r_B(n)`` is ``r<n>/target/B<b>/...``.
+    """
+    b = as_int_list([batch_size], "batch_size", minimum=1)[0]
+    tail = f"isolated/{passes}/{device}"
+    t1 = record.value(f"t1_ms/target/B{b}/{tail}")
+    c_b = b * record.value(f"c/{subject}/B1/{tail}") * record.value(f"t1_ms/target/B1/{tail}") / t1
+    prefix = f"/target/B{b}/{tail}"
+    r_b = {int(key[1:key.index("/")]): record.value(key) for key in record.names("r")
+           if key.endswith(prefix) and key[1:key.index("/")].isdigit()}
+    return c_b, r_b
+
+
 def choose_k_per_batch(alpha: float, record, batch_sizes: Sequence[int], ks: Sequence[int],
                        passes: str = "numpy", device: str = "cpu", subject: str = "pair") -> list[BatchChoice]:
     """For each batch size, the ``k`` in ``ks`` with the largest predicted speed-up, or 0 when none beats 1.
 
-    Reads ``c/<subject>/B<b>/isolated/<passes>/<device>`` and
-    ``r<k+1>/target/B<b>/isolated/<passes>/<device>`` from ``record`` (a
-    :class:`speclib.book.record.Record`); the prediction is
+    The costs come from :func:`batch_costs`; the prediction is
     :func:`speclib.core.cost.speedup_with_overhead` with ``c_B`` and ``r_B(k+1)`` and the loop's
     own work left out (an upper bound).
     """
     from ..core.cost import speedup_with_overhead
 
     alpha = float(as_probability_array(alpha, "alpha"))
+    ks = as_int_list(ks, "ks", minimum=1, maximum=MAX_DRAFT_LENGTH)
     out = []
     for b in as_int_list(batch_sizes, "batch_sizes", minimum=1):
-        where = f"B{b}/isolated/{passes}/{device}"
-        c_b = record.value(f"c/{subject}/{where}")
-        predicted = {k: speedup_with_overhead(alpha, k, c_b, record.value(f"r{k + 1}/target/{where}"))
-                     for k in as_int_list(ks, "ks", minimum=1, maximum=MAX_DRAFT_LENGTH)}
+        c_b, r_b = batch_costs(record, b, passes, device, subject)
+        missing = [k for k in ks if k + 1 not in r_b]
+        if missing:
+            raise KeyError(f"record: no r{missing[0] + 1}/target/B{b}/isolated/{passes}/{device}")
+        predicted = {k: speedup_with_overhead(alpha, k, c_b, r_b[k + 1]) for k in ks}
         best = max(predicted, key=predicted.get)
         out.append(BatchChoice(b, best if predicted[best] > 1.0 else 0, predicted))
     return out
