@@ -20,7 +20,11 @@ code prompts, temperature 1:
    every ``k`` on the same prompts, seeds and repetitions, interleaved; a speed-up is the
    median of the paired ratios with its middle half and a 95% bootstrap interval of the median;
 4. **the layer stack of chapter 1** (``r<n>/stack/isolated/blocks/cpu``, the fitted line) and
-   the small stack of chapter 17 (``small-stack``).
+   the small stack of chapter 17 (``small-stack``);
+5. **serving a batch** (chapter 15): batched target passes over ``B`` requests
+   (``t1_ms/target/B<b>/...``, ``r<n>/target/B<b>/...``), the draft's pass (``c/pair/B1/...``)
+   and :func:`speclib.book.serving.serving_grid` (``speedup/pair/k<k>/B<b>/...`` with the range
+   of the paired runs, ``tokens_per_s``, ``ms_per_token``, ``tokens_per_pass``, ``waste``).
 
 Timings depend on everything else the machine runs: measure on a quiet machine, and the
 provenance says what the load average was.
@@ -53,6 +57,7 @@ from speclib.lm.transformer import blas_threads, load_pair, strategy_pass_times 
 
 T = 1.0
 STACK_TOKENS = (1, 2, 4, 5, 8, 16, 32, 64)
+STACK_LAYERS: dict = {}  #: [width, layers] of each stack, filled in by stacks()
 
 
 def rnd(x: float, digits: int = 4) -> float:
@@ -135,6 +140,7 @@ def stacks(max_seconds: float, quick: bool = False) -> dict:
     # more bytes than the largest cache holds (chapter 1's stack); a test run keeps four layers
     layers = 4 if quick else int(np.clip(np.ceil(1.25 * (cache or 2**28) / (8 * d * d)), 4, 32))
     out = {}
+    STACK_LAYERS.update(stack=[d, layers], small_stack=[256, 2])
     for subject, weights, repeats, limit in (
             ("stack", layer_stack(d, layers, rng=0), 9, max_seconds),
             ("small-stack", layer_stack(256, 2, rng=0), 41, max_seconds / 6)):
@@ -167,6 +173,38 @@ def numba_version() -> str | None:
         return None
 
 
+def serving(batches, ks, n_new: int, repeats: int, pass_repeats: int) -> dict:
+    from speclib.book import serving as sv
+
+    target, draft = load_pair()
+    where = dict(where="isolated", passes="numpy", device="cpu")
+    ns = sorted({1} | {k + 1 for k in ks if k})
+    times = sv.batched_pass_times(target, batches, ns, repeats=pass_repeats)
+    draft_times = sv.batched_pass_times(draft, [1], [1], repeats=pass_repeats)
+    out = {name("c", "pair", B=1, **where): {"value": rnd(draft_times.at(1, 1) / times.at(1, 1))}}
+    for b in batches:
+        out[name("t1_ms", "target", B=b, **where)] = {"value": rnd(1e3 * times.at(b, 1)), "n": pass_repeats}
+        for n in ns[1:]:
+            out[name(f"r{n}", "target", B=b, **where)] = {"value": rnd(times.ratio(b, n)), "n": pass_repeats}
+    runs = sv.serving_grid(target, draft, batches, [0] + [k for k in ks if k], n_new=n_new, repeats=repeats)
+    cond = dict(T=T, passes="numpy", device="cpu")
+    for (b, k), (m, lo, hi) in sv.speedup_intervals(runs).items():
+        out[name("speedup", "pair", k=k, B=b, **cond)] = {
+            "value": rnd(m), "low": rnd(lo), "high": rnd(hi), "n": repeats,
+            "interval": "range of the paired runs"}
+    for r in sv.typical_runs(runs):
+        out[name("tokens_per_s", "pair", k=r.k, B=r.batch_size, **cond)] = {"value": rnd(r.throughput, 1),
+                                                                              "n": repeats}
+        out[name("ms_per_token", "pair", k=r.k, B=r.batch_size, **cond)] = {"value": rnd(1e3 * r.time_per_token),
+                                                                              "n": repeats}
+        if r.k:
+            loop = dict(k=r.k, B=r.batch_size, T=T, where="loop")
+            out[name("tokens_per_pass", "pair", **loop)] = {"value": rnd(r.tokens_per_pass)}
+            out[name("waste", "pair", **loop)] = {"value": rnd(r.waste)}
+    print(f"  {len(runs)} batch runs", flush=True)
+    return out
+
+
 def commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
@@ -190,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
         "runs": {"ks": [1, 2, 3, 4] if q else [1, 2, 3, 4, 5, 6, 7, 8], "n_prompts": 2 if q else 4,
                  "reps": 1 if q else 5, "n_new": 20 if q else 100, "prompt_chars": 40},
         "stack": {"n_tokens": list(STACK_TOKENS), "max_seconds": 1.0 if q else 12.0},
+        "serving": {"batch_sizes": [1, 4] if q else [1, 2, 4, 8, 16, 32], "ks": [0, 1, 3] if q else [0, 1, 3, 6],
+                    "n_new": 6 if q else 16, "repeats": 2 if q else 5, "pass_repeats": 3 if q else 15,
+                    "prompt_chars": 32},
     }
     load_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     t0 = time.perf_counter()
@@ -210,6 +251,11 @@ def main(argv: list[str] | None = None) -> int:
             quantities.update(runs(args.drafters, compiled, prompts, run["ks"], run["reps"], run["n_new"]))
         print("layer stacks", flush=True)
         quantities.update(stacks(settings["stack"]["max_seconds"], quick=q))
+        settings["stack"].update(STACK_LAYERS)
+        if "pair" in args.drafters:
+            print("serving a batch", flush=True)
+            sv = settings["serving"]
+            quantities.update(serving(sv["batch_sizes"], sv["ks"], sv["n_new"], sv["repeats"], sv["pass_repeats"]))
     record = {
         "format": 1,
         "provenance": {
@@ -219,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
             "python": platform.python_version(), "numpy": np.__version__,
             "numba": numba_version(),
             "load_average": {"start": rnd(load_start, 2), "end": rnd(os.getloadavg()[0], 2)},
-            "cores": os.cpu_count(), "quick": q, "seconds": rnd(time.perf_counter() - t0, 1),
+            "cores": os.cpu_count(), "quick": q,
+            "largest_cache_mib": round((largest_cache_bytes() or 0) / 2**20), "seconds": rnd(time.perf_counter() - t0, 1),
             "note": args.note,
         },
         "settings": settings,

@@ -96,6 +96,9 @@ KINDS: dict[str, tuple[int, str, str]] = {
     "fit_fixed_ms": (1, "ms", "intercept of the line fitted to the passes over 2 tokens and more"),
     "fit_per_token_ms": (2, "ms", "slope of that line, per token"),
     "weights_mib": (0, "MiB", "size of the weights"),
+    "tokens_per_s": (0, "tokens per second", "generated tokens per second over a whole batch"),
+    "ms_per_token": (2, "ms", "one request's time per generated token"),
+    "waste": (2, "fraction", "share of a padded batch's slots that keep no token"),
 }
 #: The conditions, in the order a name lists them, and the values each may take.
 CONDITIONS: tuple[tuple[str, str], ...] = (
