@@ -6,7 +6,7 @@ import pytest
 from speclib.book import serving
 from speclib.book.serving import (PassGrid, ServingRun, batch_speedup, batched_pass_times, k_for_batch,
                                   ragged_waste, serve, serving_grid, speedups)
-from speclib.core.theory import walltime_speedup
+from speclib.core.theory import speedup_in_passes
 from speclib.core.variants import batch_generate
 from speclib.lm.transformer import TransformerConfig, random_transformer
 
@@ -58,11 +58,11 @@ def test_speed_ups_pair_each_run_with_the_plain_run_of_its_repeat():
 
 
 def test_batch_cost_model_reduces_to_the_books_formula_at_batch_one():
-    # One sequence, a verification pass costing what a single-token pass costs: walltime_speedup.
+    # One sequence, a verification pass costing what a single-token pass costs: speedup_in_passes.
     grid = PassGrid(np.array([1]), np.array([1, 2, 3, 4, 5]), np.full((1, 5), 2.0))
     for alpha, k, c in [(0.7, 3, 0.1), (0.9, 4, 0.05), (0.5, 1, 0.0)]:
         assert batch_speedup(alpha, k, 1, grid, draft_seconds=2.0 * c) == pytest.approx(
-            walltime_speedup(alpha, k, c))
+            speedup_in_passes(alpha, k, c))
 
 
 def test_the_policy_turns_speculation_down_as_passes_stop_being_flat():

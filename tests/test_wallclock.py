@@ -9,7 +9,7 @@ from speclib.book.wallclock import (block_pass_differences, greedy_divergence, p
                                     speedup_with_fixed, wallclock_experiment)
 from speclib.lm.transformer import speedup_with_costs as predicted_speedup
 from speclib.core.sampling import acceptance_rate
-from speclib.core.theory import walltime_speedup
+from speclib.core.theory import speedup_in_passes
 from speclib.lm.models import markov_pair
 from speclib.lm.transformer import TransformerConfig, random_transformer, softmax_rows
 
@@ -23,9 +23,9 @@ def pair():
 
 def test_the_run_cost_model_is_the_textbook_formula_without_fixed_passes():
     for alpha, k, c in ((0.8, 3, 0.05), (0.5, 1, 0.2), (0.95, 8, 0.01)):
-        assert speedup_with_fixed(alpha, k, c, 1.0, n=50) == pytest.approx(walltime_speedup(alpha, k, c))
+        assert speedup_with_fixed(alpha, k, c, 1.0, n=50) == pytest.approx(speedup_in_passes(alpha, k, c))
     # a verification pass over k+1 tokens costing r passes divides the speed-up accordingly
-    assert speedup_with_fixed(0.8, 3, 0.0, 2.0, n=50) == pytest.approx(walltime_speedup(0.8, 3, 0.0) / 2)
+    assert speedup_with_fixed(0.8, 3, 0.0, 2.0, n=50) == pytest.approx(speedup_in_passes(0.8, 3, 0.0) / 2)
     # fixed passes: (F0 + n) / (F + n / E (k c + r))
     e = (1 - 0.8 ** 4) / 0.2
     assert speedup_with_fixed(0.8, 3, 0.1, 1.5, n=100, fixed_plain=10, fixed_spec=30) == pytest.approx(

@@ -258,6 +258,11 @@ FAULTS: tuple[Fault, ...] = (
           '    if error is not None and "\\u2714" not in text:\n        name, value = error.get("ename", ""),',
           (T + "test_grading.py::test_a_check_mark_then_an_error_is_not_a_pass",),
           "a check cell that prints one check mark and then raises is graded passed"),
+    Fault("ranking-below-the-whole-group", "speclib/book/render.py",
+          "below_all = [r for r in rest if all(r[2] < g[1] for g in group)]", "below_all = list(rest)",
+          (T + "test_render.py::test_ranking_says_below_only_of_the_intervals_that_separate",),
+          "ranking_sentence says a setting is below the whole leading group when only the leader's "
+          "interval separates from it"),
 )
 
 

@@ -617,14 +617,19 @@ def shipped_verify_a(draft_tokens: np.ndarray, p_draft: np.ndarray, q_target: np
     return Verification(np.append(draft_tokens, sample_token(q_target[k - 1], rng)), k)
 
 
-def shipped_verify_b(draft_tokens: np.ndarray, p_draft: np.ndarray, q_target: np.ndarray,
-                     rng: np.random.Generator | int, *, bonus: bool = True) -> Verification:
-    """Another one from the same review, with the signature of speclib.core.sampling.verify."""
+def shipped_verify_b(draft_tokens: np.ndarray,
+                     p_draft: np.ndarray, q_target: np.ndarray,
+                     rng: np.random.Generator | int, *,
+                     bonus: bool = True) -> Verification:
+    """Another one from the same review, with the signature of
+    speclib.core.sampling.verify."""
     rng = as_generator(rng)
-    p_draft, q_target = np.asarray(p_draft, dtype=float), np.asarray(q_target, dtype=float)
+    p_draft = np.asarray(p_draft, dtype=float)
+    q_target = np.asarray(q_target, dtype=float)
     out, n_accepted, rejected = [], 0, False
     for i, x in enumerate(draft_tokens):
-        if rng.random() < min(1.0, q_target[i, x] / p_draft[i, x]):
+        ratio = q_target[i, x] / p_draft[i, x]
+        if rng.random() < min(1.0, ratio):
             out.append(int(x))
             n_accepted += 0 if rejected else 1
         else:

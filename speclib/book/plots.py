@@ -162,7 +162,7 @@ def plot_bonus(view, ax=None):
 def plot_speedup(view, ax=None):
     """Speed-up in target passes against draft length, from :func:`speclib.book.widgets.speedup_view`.
 
-    The speed-up is the model's ``walltime_speedup``: tokens per step over the step's cost in
+    The speed-up is the model's ``speedup_in_passes``: tokens per step over the step's cost in
     target passes, ``1 + k c`` (a pass over ``k + 1`` tokens taken to cost one pass).
     """
     view = _view(view, "SpeedupView", "speedup_view")

@@ -317,7 +317,7 @@ def batch_speedup(alpha: float, k: int, batch_size: int, target_times: PassGrid,
     sequences of ``n`` tokens (measured), and ``t_D`` the draft's cost per step: ``B``
     single-sequence draft passes (``draft_seconds`` each, as :func:`serve` runs them), or one
     batched draft pass over ``B`` tokens when ``batched_draft`` (from ``draft_times``).  With
-    ``B = 1`` and ``t_T(1, k+1) = t_T(1, 1)`` this is :func:`speclib.core.theory.walltime_speedup`.
+    ``B = 1`` and ``t_T(1, k+1) = t_T(1, 1)`` this is :func:`speclib.core.theory.speedup_in_passes`.
 
     Examples
     --------

@@ -1108,7 +1108,7 @@ def speedup_with_costs(alpha: float, k: int, c: float, verify_ratio: float) -> f
     ``(1 - alpha**(k+1)) / (1 - alpha) / (k c + verify_ratio)``: the expected tokens per step
     divided by the cost of a step, in units of one single-token target pass.  ``verify_ratio``
     is the measured cost of a target pass over ``k + 1`` tokens relative to one token; with
-    ``verify_ratio = 1`` this is :func:`speclib.core.theory.walltime_speedup`.
+    ``verify_ratio = 1`` this is :func:`speclib.core.theory.speedup_in_passes`.
 
     Examples
     --------
