@@ -254,7 +254,7 @@ def trace_tokens(blocks: list[BlockTrace]) -> np.ndarray:
 def trace_markdown(blocks: list[BlockTrace], digits: int = 3) -> str:
     """The trace as a Markdown table, one line per judged draft or bonus token.
 
-    Columns: block, position, draft token ``x``, ``p(x)``, ``q(x)``,
+    Columns: block, position, the draft token ``x``, ``p(x)``, ``q(x)``,
     ``min(1, q/p)``, the uniform ``u``, the decision (keep, reject, bonus) and the emitted
     token (after a rejection, the replacement drawn from the residual).
     """
@@ -265,7 +265,7 @@ def trace_markdown(blocks: list[BlockTrace], digits: int = 3) -> str:
     def num(v: float | None) -> str:
         return "" if v is None else f"{v:.{digits}f}"
 
-    lines = ["| block | pos | draft x | p(x) | q(x) | min(1, q/p) | u | decision | emits |",
+    lines = ["| block | pos | x | p(x) | q(x) | min(1, q/p) | u | decision | emits |",
              "|---:|---:|---:|---:|---:|---:|---:|:---|---:|"]
     for b in blocks:
         for r in b.rows:
