@@ -365,12 +365,13 @@ def summarise(runs: list[dict]) -> dict:
     ``{engine: {setting: {temperature: {group: {"tokens", "end_to_end", "decoding",
     "speedup": {"end_to_end": {engine: ...}, "decoding": {engine: ...}}}}}}}``
     """
-    from speclib.lm.smollm_tasks import GROUNDED
+    from speclib.lm.smollm_tasks import FAMILIES, GROUNDED
 
     def group_of(run, group):
         return group == "all" or run["family"] == group or (group == "grounded" and run["family"] in GROUNDED)
 
-    families = sorted({r["family"] for r in runs})
+    present = {r["family"] for r in runs}
+    families = [f for f in FAMILIES if f in present] + sorted(present - set(FAMILIES))
     groups = families + [g for g in GROUPS if g != "grounded" or any(f in GROUNDED for f in families)]
     reps = sorted({r["repetition"] for r in runs})
     index: dict = {}
@@ -514,8 +515,9 @@ def report(record: dict) -> str:
     lines = []
     for temperature in record["settings"]["temperatures"]:
         lines.append(f"\nT = {temperature:g}: decoding tokens/s, median [middle half]; x own plain (paired)")
-        for engine, settings in record["summary"].items():
-            for setting, by_t in settings.items():
+        for engine, settings in record["settings"]["engines"].items():
+            for setting in settings:
+                by_t = record["summary"].get(engine, {}).get(setting, {})
                 cells = []
                 for group, entry in by_t.get(str(float(temperature)), {}).items():
                     rate = entry.get("decoding", entry["end_to_end"])

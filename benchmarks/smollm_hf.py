@@ -74,14 +74,20 @@ class TransformersRunner:
                                                           dtype=torch.float32).eval()
         self.eos = int(self.model.generation_config.eos_token_id)
         self.lookups = tuple(int(n) for n in lookups)
+        self.settings = ("plain",) + tuple(f"lookup-{n}" for n in self.lookups)
         self.draft = None
         if draft is not None:
-            self.draft = AutoModelForCausalLM.from_pretrained(draft, dtype=torch.float32).eval()
-            if self.draft.config.vocab_size != self.model.config.vocab_size:
-                raise ValueError(f"draft: its vocabulary of {self.draft.config.vocab_size} differs from "
-                                 f"the model's {self.model.config.vocab_size}")
-        self.settings = ("plain",) + tuple(f"lookup-{n}" for n in self.lookups) + \
-            (("draft",) if self.draft is not None else ())
+            self.add_draft(draft)
+
+    def add_draft(self, folder: str | Path) -> None:
+        """Load a Hugging Face-format draft for ``assistant_model`` (setting ``"draft"``); its
+        vocabulary must be the model's."""
+        draft = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        if draft.config.vocab_size != self.model.config.vocab_size:
+            raise ValueError(f"draft: its vocabulary of {draft.config.vocab_size} differs from "
+                             f"the model's {self.model.config.vocab_size}")
+        self.draft = draft
+        self.settings = tuple(s for s in self.settings if s != "draft") + ("draft",)
 
     def versions(self) -> dict[str, str]:
         import accelerate

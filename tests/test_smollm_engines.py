@@ -224,6 +224,33 @@ def test_transformers_renders_tokenizes_and_decodes_the_task_set_as_the_harness_
     assert sampled[0] == sampled[1]
     with pytest.raises(ValueError, match="setting"):
         hf_runner.generate(ids, "lookup-4", 8, 0.0, 0, True)
+    # T = 1 is the softmax itself: no top-k (transformers' default is 50), top-p or penalty.
+    config = hf_runner._config("lookup-3", 8, 1.0, False)["generation_config"]
+    assert (config.do_sample, config.temperature, config.top_k, config.top_p) == (True, 1.0, 0, 1.0)
+    assert config.repetition_penalty in (None, 1.0) and config.eos_token_id is None
+    assert config.prompt_lookup_num_tokens == 3
+
+
+def test_transformers_drafts_with_an_assistant_model_of_the_same_vocabulary(hf_runner, tmp_path):
+    import torch
+    import transformers
+
+    # No Hugging Face-format draft of SmolLM2 ships: a tiny random Llama with its vocabulary
+    # checks the wiring (a bad draft is slow, never wrong: greedy output stays plain's).
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=hf_runner.model.config.vocab_size, hidden_size=16,
+                                      intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                      num_key_value_heads=1, tie_word_embeddings=True)
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "draft")
+    hf_runner.add_draft(tmp_path / "draft")
+    assert hf_runner.settings[-1] == "draft"
+    ids = hf_runner.tokenize("<|im_start|>user\nName three colours.<|im_end|>\n<|im_start|>assistant\n")
+    assert hf_runner.generate(ids, "draft", 6, 0.0, 0, True).tokens == \
+        hf_runner.generate(ids, "plain", 6, 0.0, 0, True).tokens
+    config.vocab_size = 100
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "small")
+    with pytest.raises(ValueError, match="vocabulary of 100"):
+        hf_runner.add_draft(tmp_path / "small")
 
 
 def test_llama_cpp_runs_the_same_file_on_one_thread():
