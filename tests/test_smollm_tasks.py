@@ -134,3 +134,7 @@ def test_bad_arguments_are_refused_by_name(stored, tmp_path):
         load_tasks(tmp_path / "bad.json")
     with pytest.raises(ValueError, match="seed"):
         build_tasks(seed=-1)
+    with pytest.raises(ValueError, match="tasks: expected a task set"):
+        training_prompts({"evaluation": []})
+    with pytest.raises(TypeError, match="text"):
+        smollm_tasks.long_lines(None)

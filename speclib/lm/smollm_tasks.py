@@ -399,6 +399,8 @@ def long_lines(text: str) -> set[str]:
     >>> [len(line) for line in long_lines("short, kept out" + chr(10) + "  " + "x" * 40 + "  ")]
     [40]
     """
+    if not isinstance(text, str):
+        raise TypeError(f"text: expected a string, got {type(text).__name__}")
     return {line.strip() for line in text.splitlines() if len(line.strip()) >= SHARED_LINE_CHARS}
 
 
@@ -624,6 +626,8 @@ def load_tasks(path: str | Path | None = None) -> dict:
 
 
 def _select(tasks: dict, part: str, family: str | None, per_family: int | None) -> list[dict]:
+    if not isinstance(tasks, dict) or not isinstance(tasks.get(part), list):
+        raise ValueError(f"tasks: expected a task set (load_tasks()), with a list of {part!r} prompts")
     if family is not None and family not in FAMILIES:
         raise ValueError(f"family: expected one of {list(FAMILIES)} or None, got {family!r}")
     if per_family is not None:
