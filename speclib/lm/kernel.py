@@ -35,11 +35,12 @@ def available() -> bool:
     return _NUMBA is not False
 
 
-def _tile4(x, wt, out, i, j, n):
-    # Rows i .. i+3 of x against columns j .. j+2 of w: twelve running
-    # sums that stay in registers while the three weight columns stream
-    # past once.  Columns past the last one (n is not a multiple of 3)
-    # repeat the last column and are not written.
+def _tile4(x, wt, out, i, j, n, o):
+    # Rows i .. i+3 of x against columns j .. j+2 of w (rows of wt): twelve
+    # running sums that stay in registers while the three weight columns
+    # stream past once; column j goes to column o of out.  Columns past the
+    # last one (n is not a multiple of 3) repeat the last column and are not
+    # written.
     j1, j2 = min(j + 1, n - 1), min(j + 2, n - 1)
     s00 = s01 = s02 = s10 = s11 = s12 = np.float32(0.0)
     s20 = s21 = s22 = s30 = s31 = s32 = np.float32(0.0)
@@ -50,14 +51,14 @@ def _tile4(x, wt, out, i, j, n):
         s10 += x1 * w0; s11 += x1 * w1; s12 += x1 * w2  # noqa: E702
         s20 += x2 * w0; s21 += x2 * w1; s22 += x2 * w2  # noqa: E702
         s30 += x3 * w0; s31 += x3 * w1; s32 += x3 * w2  # noqa: E702
-    for c, (a, b, d, e) in ((j, (s00, s10, s20, s30)),
-                            (j + 1, (s01, s11, s21, s31)),
-                            (j + 2, (s02, s12, s22, s32))):
-        if c < n:
-            out[i, c], out[i + 1, c], out[i + 2, c], out[i + 3, c] = a, b, d, e
+    for c, (a, b, d, e) in ((0, (s00, s10, s20, s30)),
+                            (1, (s01, s11, s21, s31)),
+                            (2, (s02, s12, s22, s32))):
+        if j + c < n:
+            out[i, o + c], out[i + 1, o + c], out[i + 2, o + c], out[i + 3, o + c] = a, b, d, e
 
 
-def _tile3(x, wt, out, i, j, n):
+def _tile3(x, wt, out, i, j, n, o):
     # Three rows against three columns: nine running sums.
     j1, j2 = min(j + 1, n - 1), min(j + 2, n - 1)
     s00 = s01 = s02 = s10 = s11 = s12 = s20 = s21 = s22 = np.float32(0.0)
@@ -67,12 +68,12 @@ def _tile3(x, wt, out, i, j, n):
         s00 += x0 * w0; s01 += x0 * w1; s02 += x0 * w2  # noqa: E702
         s10 += x1 * w0; s11 += x1 * w1; s12 += x1 * w2  # noqa: E702
         s20 += x2 * w0; s21 += x2 * w1; s22 += x2 * w2  # noqa: E702
-    for c, (a, b, d) in ((j, (s00, s10, s20)), (j + 1, (s01, s11, s21)), (j + 2, (s02, s12, s22))):
-        if c < n:
-            out[i, c], out[i + 1, c], out[i + 2, c] = a, b, d
+    for c, (a, b, d) in ((0, (s00, s10, s20)), (1, (s01, s11, s21)), (2, (s02, s12, s22))):
+        if j + c < n:
+            out[i, o + c], out[i + 1, o + c], out[i + 2, o + c] = a, b, d
 
 
-def _tile2(x, wt, out, i, j, n):
+def _tile2(x, wt, out, i, j, n, o):
     # The same for two rows.
     j1, j2 = min(j + 1, n - 1), min(j + 2, n - 1)
     s00 = s01 = s02 = s10 = s11 = s12 = np.float32(0.0)
@@ -81,21 +82,21 @@ def _tile2(x, wt, out, i, j, n):
         x0, x1 = x[i, t], x[i + 1, t]
         s00 += x0 * w0; s01 += x0 * w1; s02 += x0 * w2  # noqa: E702
         s10 += x1 * w0; s11 += x1 * w1; s12 += x1 * w2  # noqa: E702
-    for c, (a, b) in ((j, (s00, s10)), (j + 1, (s01, s11)), (j + 2, (s02, s12))):
-        if c < n:
-            out[i, c], out[i + 1, c] = a, b
+    for c, (a, b) in ((0, (s00, s10)), (1, (s01, s11)), (2, (s02, s12))):
+        if j + c < n:
+            out[i, o + c], out[i + 1, o + c] = a, b
 
 
-def _tile1(x, wt, out, i, j, n):
+def _tile1(x, wt, out, i, j, n, o):
     # And for one row (a matrix-vector product).
     j1, j2 = min(j + 1, n - 1), min(j + 2, n - 1)
     s0 = s1 = s2 = np.float32(0.0)
     for t in range(x.shape[1]):
         x0 = x[i, t]
         s0 += x0 * wt[j, t]; s1 += x0 * wt[j1, t]; s2 += x0 * wt[j2, t]  # noqa: E702
-    for c, s in ((j, s0), (j + 1, s1), (j + 2, s2)):
-        if c < n:
-            out[i, c] = s
+    for c, s in ((0, s0), (1, s1), (2, s2)):
+        if j + c < n:
+            out[i, o + c] = s
 
 
 def _groups(m):
@@ -119,13 +120,13 @@ def _rows_matmul(x, wt, out):
         i = 0
         for size in sizes:
             if size == 4:
-                tile4(x, wt, out, i, j, n)
+                tile4(x, wt, out, i, j, n, j)
             elif size == 3:
-                tile3(x, wt, out, i, j, n)
+                tile3(x, wt, out, i, j, n, j)
             elif size == 2:
-                tile2(x, wt, out, i, j, n)
+                tile2(x, wt, out, i, j, n, j)
             else:
-                tile1(x, wt, out, i, j, n)
+                tile1(x, wt, out, i, j, n, j)
             i += size
 
 

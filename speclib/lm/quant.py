@@ -22,11 +22,19 @@ load time:
 
 ``linear(x)`` multiplies rows of activations, shape ``(n, in)``, by the matrix's transpose
 and returns ``(n, out)`` float32: what a pass over ``n`` tokens computes for this layer.
+
+The products read each weight once for all ``n`` rows (with numba; numpy's products
+without it).  The ``"f32"`` layout uses the verification kernel of
+:mod:`speclib.lm.kernel`.  The ``"q8"`` layout decodes three rows of the matrix at a time
+into a small float32 buffer that stays in the nearest cache, then runs the same kernel's
+tiles over it, so each weight is decoded once however many rows of activations there are.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from . import kernel as _kernel
 
 BLOCK = 32  #: weights in one GGUF block, both formats
 LAYOUTS = ("f32", "q8")
@@ -121,8 +129,29 @@ class Linear:
         """Rows ``ids`` of the matrix, float32: an embedding lookup."""
         return self.dequantize(np.asarray(ids, dtype=np.int64))
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        """``x @ W.T`` for ``x`` of shape ``(n, in)`` float32."""
+    def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``x @ W.T`` for ``x`` of shape ``(n, in)`` float32 (C-contiguous), into ``out`` if given.
+
+        No argument checks: it runs inside every pass.
+        """
+        if out is None:
+            out = np.empty((x.shape[0], self.shape[0]), dtype=np.float32)
+        if not _kernel.available():
+            out[:] = self.reference(x)
+        elif self.layout == "f32":
+            _kernel.rows_matmul(x, self.codes, out)
+        else:
+            offset = self.offset if self.offset is not None else self._zeros()
+            _q8_compiled()(x, self.codes, self.scale, offset, out, BLOCK)
+        return out
+
+    def _zeros(self) -> np.ndarray:
+        if getattr(self, "_no_offset", None) is None:
+            self._no_offset = np.zeros_like(self.scale)
+        return self._no_offset
+
+    def reference(self, x: np.ndarray) -> np.ndarray:
+        """``x @ W.T`` with numpy alone: the products the kernels are tested against."""
         if self.layout == "f32":
             return x @ self.codes.T
         # Reference product, one block column at a time: the codes times x, scaled per block,
@@ -140,3 +169,46 @@ def _layout(layout: object) -> str:
     if layout not in LAYOUTS:
         raise ValueError(f"layout: expected one of {', '.join(map(repr, LAYOUTS))}, got {layout!r}")
     return layout
+
+
+def _q8_rows(x, codes, scale, offset, out, block):
+    # out = x @ W.T where row r of W is scale[r, b] * codes[r, b*block:(b+1)*block] + offset[r, b]
+    # block by block.  Three rows of W at a time are decoded into buf (float32, in the nearest
+    # cache), then every group of rows of x passes over them with the verification kernel's
+    # tiles.  (block is an argument, not the constant 32: a loop of a constant 32 steps is
+    # unrolled by the compiler and then not vectorized.)
+    m, n, inner = x.shape[0], codes.shape[0], codes.shape[1]
+    buf = np.empty((3, inner), dtype=np.float32)
+    sizes = groups(m)
+    for j in range(0, n, 3):
+        w = min(3, n - j)
+        for r in range(w):
+            q, row = codes[j + r], buf[r]
+            for b in range(inner // block):
+                d, o, base = scale[j + r, b], offset[j + r, b], b * block
+                for t in range(block):
+                    row[base + t] = d * np.float32(q[base + t]) + o
+        i = 0
+        for size in sizes:
+            if size == 4:
+                tile4(x, buf, out, i, 0, w, j)
+            elif size == 3:
+                tile3(x, buf, out, i, 0, w, j)
+            elif size == 2:
+                tile2(x, buf, out, i, 0, w, j)
+            else:
+                tile1(x, buf, out, i, 0, w, j)
+            i += size
+
+
+_q8 = None
+
+
+def _q8_compiled():
+    global _q8, tile4, tile3, tile2, tile1, groups
+    if _q8 is None:
+        _kernel._compile()
+        tile4, tile3, tile2, tile1, groups = _kernel.tile4, _kernel.tile3, _kernel.tile2, _kernel.tile1, _kernel.groups
+        _q8 = _kernel._NUMBA.njit(fastmath=True, cache=True, nogil=True)(_q8_rows)
+    return _q8
+

@@ -199,11 +199,11 @@ def softmax_rows(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
 
 
 def _softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
-    z = logits.astype(np.float64)
-    if temperature == 0.0:
-        out = np.zeros_like(z)
-        np.put_along_axis(out, z.argmax(axis=-1)[..., None], 1.0, axis=-1)
+    if temperature == 0.0:  # np.zeros: fresh zero pages, only the ones written are touched
+        out = np.zeros(logits.shape)
+        np.put_along_axis(out, logits.argmax(axis=-1)[..., None], 1.0, axis=-1)
         return out
+    z = logits.astype(np.float64)
     if temperature != 1.0:
         z /= temperature
     z -= _max(z, axis=-1, keepdims=True)
@@ -1108,7 +1108,7 @@ def speedup_with_costs(alpha: float, k: int, c: float, verify_ratio: float) -> f
     ``(1 - alpha**(k+1)) / (1 - alpha) / (k c + verify_ratio)``: the expected tokens per step
     divided by the cost of a step, in units of one single-token target pass.  ``verify_ratio``
     is the measured cost of a target pass over ``k + 1`` tokens relative to one token; with
-    ``verify_ratio = 1`` this is :func:`speclib.core.theory.walltime_speedup`.
+    ``verify_ratio = 1`` this is :func:`speclib.core.theory.speedup_in_passes`.
 
     Examples
     --------
