@@ -482,8 +482,9 @@ def _open_training(rng: np.random.Generator) -> list[dict]:
     # Questions about Python that name a keyword, a built-in or a module, and give no text.
     for word in keyword.kwlist:
         questions.append(f"What does the Python keyword `{word}` do? Give a small example.")
-    for name in sorted(n for n in dir(builtins) if n.islower() and not n.startswith("_")
-                       and callable(getattr(builtins, n))):
+    # Python's own built-ins only: not what site adds (help, exit) or a running program patched in.
+    for name in sorted(n for n, obj in vars(builtins).items() if n.islower() and not n.startswith("_")
+                       and callable(obj) and getattr(obj, "__module__", None) == "builtins"):
         questions.append(f"What does Python's built-in `{name}` do, and when would I use it?")
     for name in sorted(n for n in sys.stdlib_module_names if not n.startswith("_")):
         questions.append(f"What is the Python standard library module `{name}` for?")
