@@ -431,12 +431,17 @@ def provenance(runners: Sequence[Runner], model: str | Path | None = None) -> di
 # --- the command line ------------------------------------------------------------------------------------
 
 def make_runners(names: Sequence[str], model: Path, lookups: Sequence[int], hf_draft: str | None,
-                 log: Callable[[str], None] = print) -> list:
-    """The runners named (``transformers``, ``llama.cpp``), each loaded once; an engine whose
-    library is missing is skipped with one line."""
+                 log: Callable[[str], None] = print, speclib_lookups: Sequence[int] = (4, 8),
+                 speclib_drafts: Sequence[int] = (3,), speclib_layout: str = "q8") -> list:
+    """The runners named (``speclib``, ``transformers``, ``llama.cpp``), each loaded once; an engine
+    whose library is missing is skipped with one line."""
     runners = []
     for name in names:
-        if name == "transformers":
+        if name == "speclib":
+            from smollm_speclib import SpeclibRunner
+
+            runners.append(SpeclibRunner(lookups=speclib_lookups, drafts=speclib_drafts, layout=speclib_layout))
+        elif name == "transformers":
             if importlib.util.find_spec("transformers") is None or importlib.util.find_spec("torch") is None:
                 log("transformers: skipped (not installed: pip install -r requirements-hf.txt)")
                 continue
@@ -451,7 +456,7 @@ def make_runners(names: Sequence[str], model: Path, lookups: Sequence[int], hf_d
 
             runners.append(LlamaCppRunner(model, lookups=lookups))
         else:
-            raise SystemExit(f"--engines: unknown engine {name!r} (transformers, llama.cpp)")
+            raise SystemExit(f"--engines: unknown engine {name!r} (speclib, transformers, llama.cpp)")
     return runners
 
 
@@ -500,8 +505,8 @@ def main(argv: list[str] | None = None) -> int:
     from speclib.lm.smollm_tasks import FAMILIES, evaluation_prompts
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--engines", default="transformers,llama.cpp",
-                        help="comma-separated: transformers, llama.cpp (default: %(default)s)")
+    parser.add_argument("--engines", default="speclib,transformers,llama.cpp",
+                        help="comma-separated: speclib, transformers, llama.cpp (default: %(default)s)")
     parser.add_argument("--families", default=",".join(FAMILIES), help="comma-separated (default: all)")
     parser.add_argument("--per-family", type=int, default=None, help="the first N prompts of each family")
     parser.add_argument("--repetitions", type=int, default=None, help="default 5 (2 with --quick)")
@@ -509,6 +514,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 1.0])
     parser.add_argument("--lookups", type=int, nargs="+", default=[3, 5, 10],
                         help="prompt lookup's draft lengths (default: %(default)s)")
+    parser.add_argument("--speclib-lookups", type=int, nargs="+", default=[4, 8],
+                        help="speclib's prompt-lookup draft lengths (default: %(default)s)")
+    parser.add_argument("--speclib-drafts", type=int, nargs="*", default=[3],
+                        help="speclib's trained-draft lengths (default: %(default)s; none: no draft)")
+    parser.add_argument("--speclib-layout", choices=("q8", "f32"), default="q8",
+                        help="how speclib keeps the matrices (default: %(default)s)")
     parser.add_argument("--hf-draft", default=None, help="a Hugging Face-format draft for transformers' "
                         "assistant_model (none exists for SmolLM2's vocabulary in this repository)")
     parser.add_argument("--no-stop", action="store_true", help="decode new-tokens tokens, through the "
@@ -523,6 +534,8 @@ def main(argv: list[str] | None = None) -> int:
             setattr(args, name, quick if args.quick else full)
     for name, value, low in (("--repetitions", args.repetitions, 1), ("--new-tokens", args.new_tokens, 1),
                              ("--per-family", args.per_family, 1), ("--lookups", min(args.lookups), 1),
+                             ("--speclib-lookups", min(args.speclib_lookups), 1),
+                             ("--speclib-drafts", min(args.speclib_drafts, default=1), 1),
                              ("--temperatures", min(args.temperatures), 0), ("--seed", args.seed, 0)):
         if value is not None and value < low:
             parser.error(f"{name}: expected at least {low}, got {value}")
@@ -541,7 +554,9 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as error:
         raise SystemExit(str(error)) from None
     with threadpool_limits(limits=1):
-        runners = make_runners(args.engines.split(","), model, args.lookups, args.hf_draft)
+        runners = make_runners(args.engines.split(","), model, args.lookups, args.hf_draft,
+                               speclib_lookups=args.speclib_lookups, speclib_drafts=args.speclib_drafts,
+                               speclib_layout=args.speclib_layout)
         if not runners:
             print("no engine to run")
             return 1
