@@ -116,4 +116,7 @@ class SpeclibRunner:
         return Generation(tokens=tokens, seconds=seconds, prefill_seconds=prefill,
                           first_tokens=min(first, len(tokens)),
                           extra={"target_passes": int(stats.target_passes), "steps": steps,
-                                 "draft_verified": int(stats.draft_verified), "accepted": int(stats.accepted)})
+                                 "draft_verified": int(stats.draft_verified), "accepted": int(stats.accepted),
+                                 "draft_passes": int(stats.draft_passes),
+                                 # drafts per step: each step after the first feeds the target k + 1 tokens
+                                 "k_per_step": [int(k) for k in stats.k_per_step]})

@@ -10,7 +10,7 @@ Names
 -----
 A name is the quantity, then its subject, then its conditions, joined by ``/``, in this order:
 
-``quantity / subject / k<draft length> / T<temperature> / loop|isolated / passes / cpu|gpu``
+``quantity / subject / k<draft length> / B<batch> / T<temperature> / task / loop|isolated / passes / cpu|gpu``
 
 - ``quantity``: one of :data:`KINDS` (``alpha``, ``tokens_per_pass``, ``c``, ``r<n>``,
   ``t1_ms``, ``speedup``, ``outside``, ``outside_plain``, ...);
@@ -100,6 +100,10 @@ KINDS: dict[str, tuple[int, str, str]] = {
     "fit_per_token_ms": (2, "ms", "slope of that line, per token"),
     "weights_mib": (0, "MiB", "size of the weights"),
     "tokens_per_s": (0, "tokens per second", "generated tokens per second over a whole batch"),
+    "decode_tokens_per_s": (1, "tokens per second", "one request's new tokens after the first step, over the "
+                            "seconds after it (median over repetitions)"),
+    "predicted": (2, "x (ratio of seconds)", "the cost model's speed-up from the measured pass times of the "
+                  "passes a run made (no loop overhead)"),
     "ms_per_token": (2, "ms", "one request's time per generated token"),
     "waste": (2, "fraction", "share of a padded batch's slots that keep no token"),
     "peak_mb": (0, "MB", "largest resident memory of the process"),
@@ -109,8 +113,9 @@ CONDITIONS: tuple[tuple[str, str], ...] = (
     ("k", r"k[0-9]+"),
     ("B", r"B[0-9]+"),
     ("T", r"T[0-9]+(?:\.[0-9]+)?"),
+    ("task", r"code_edit|summary|quote|open|grounded|all"),
     ("where", r"loop|isolated"),
-    ("passes", r"numpy|full|blocks|rows|transposed|kernel|compiled|torch|f32|q8|q4"),
+    ("passes", r"numpy|full|blocks|rows|transposed|kernel|compiled|torch|ggml|f32|q8|q4"),
     ("device", r"cpu|gpu"),
 )
 #: Parts of a quantity that can be glued beside its value (``name/low``).
@@ -140,7 +145,7 @@ def parse_name(text: str) -> dict[str, str]:
     >>> parse_name("c/pair/cpu/loop")
     Traceback (most recent call last):
     ...
-    ValueError: name: 'c/pair/cpu/loop': 'loop' comes after 'cpu'; the order is k, B, T, where, passes, device
+    ValueError: name: 'c/pair/cpu/loop': 'loop' comes after 'cpu'; the order is k, B, T, task, where, passes, device
     """
     if not isinstance(text, str):
         raise TypeError(f"name: expected a string, got {type(text).__name__}")
@@ -155,8 +160,8 @@ def parse_name(text: str) -> dict[str, str]:
     for part in parts[2:]:
         where = next((i for i, (_, pattern) in enumerate(CONDITIONS) if re.fullmatch(pattern, part)), None)
         if where is None:
-            raise ValueError(f"name: {text!r}: {part!r} is no condition (k<n>, B<n>, T<t>, loop or isolated, "
-                             "the passes, cpu or gpu)")
+            raise ValueError(f"name: {text!r}: {part!r} is no condition (k<n>, B<n>, T<t>, a task family, "
+                             "loop or isolated, the passes, cpu or gpu)")
         dim = CONDITIONS[where][0]
         if dim in out:
             raise ValueError(f"name: {text!r}: two values of {dim!r}")
@@ -170,7 +175,8 @@ def parse_name(text: str) -> dict[str, str]:
 
 
 def name(quantity: str, subject: str, *, k: int | None = None, B: int | None = None, T: float | None = None,
-         where: str | None = None, passes: str | None = None, device: str | None = None) -> str:
+         task: str | None = None, where: str | None = None, passes: str | None = None,
+         device: str | None = None) -> str:
     """The name of a quantity from keywords, checked by :func:`parse_name`.
 
     Examples
@@ -187,7 +193,7 @@ def name(quantity: str, subject: str, *, k: int | None = None, B: int | None = N
         parts.append(f"B{int(B)}")
     if T is not None:
         parts.append(f"T{float(T):g}")
-    parts += [p for p in (where, passes, device) if p is not None]
+    parts += [p for p in (task, where, passes, device) if p is not None]
     text = "/".join(parts)
     parse_name(text)
     return text
