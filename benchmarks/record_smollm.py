@@ -184,6 +184,17 @@ def engine_quantities(record: dict, t_q8: dict, c_draft: float | None) -> dict:
     return out
 
 
+def greedy_identity(record: dict) -> dict:
+    """Per engine and setting at T = 0: runs identical to the engine's own plain output, runs
+    compared, and the first differing position of each that differs."""
+    out = {}
+    for engine, settings in record.get("identity", {}).get("by_temperature", {}).get("0.0", {}).items():
+        out[engine] = {s: {"identical": v["identical"], "compared": v["compared"],
+                           "first_differences": [d["first_difference"] for d in v["differing"]]}
+                       for s, v in settings.items()}
+    return out
+
+
 # --- 3. the trained draft ------------------------------------------------------------------------------
 
 def draft_quantities(path: Path) -> tuple[dict, float | None]:
@@ -227,7 +238,9 @@ def main(argv: list[str] | None = None) -> int:
               "provenance": provenance("benchmarks/record_smollm.py " + " ".join(argv or sys.argv[1:]), args.quick,
                                        time.perf_counter() - start, engines=engines["provenance"]),
               "settings": {"counts": list(COUNTS), "repeats": 3 if args.quick else args.repeats,
-                           "engines": engines["settings"], "grounded": list(GROUNDED)},
+                           "engines": engines["settings"], "grounded": list(GROUNDED),
+                           # greedy outputs against each engine's plain ones, and tokenizations
+                           "identity": greedy_identity(engines), "tokenization": engines.get("tokenization", {})},
               "quantities": quantities}
     write_record(args.out, record)
     print(f"wrote {len(quantities)} quantities to {args.out}")
