@@ -1,0 +1,311 @@
+"""An EAGLE draft for a Llama target, with a reduced draft vocabulary: the real model's trained draft.
+
+:class:`LlamaEagle` drafts for a :class:`speclib.lm.llama.Llama` target (the book's real
+model, SmolLM2-135M-Instruct) the way EAGLE does, and plugs into the one loop,
+:func:`speclib.core.decoding.speculative_generate`, as a proposer; how it drafts there
+(entries built from the target's hidden states, then from its own predictions) is
+:class:`speclib.lm.drafters.EagleLoop`'s, shared with the book's small EAGLE.  Its network:
+
+* entry ``j`` reads ``fc([f_j, e(x_{j+1})])``: the target's final hidden state at position ``j``
+  (after the final norm, the head's input: ``model.cache(features=True)`` keeps it) and the
+  target's embedding of the next token;
+* one Llama block of the target's width (RMSNorm, grouped-query attention with the rotary
+  embedding over the entries it holds, SwiGLU) and a final RMSNorm predict ``f_{j+1}``;
+* the target's own (tied) head reads the prediction, restricted to a **draft vocabulary** of
+  ``N`` tokens (EAGLE-3): the ``N`` tokens the target itself outputs most often.  The draft's
+  row over the whole vocabulary has zeros elsewhere; a token outside it is never drafted,
+  and the verifier, which divides by the row of a drafted token only, stays exact.
+
+The block runs through the target's own pass (:meth:`speclib.lm.llama.Llama.states`, compiled
+when the target is), and the head reads ``N`` rows of the target's embedding instead of all
+49,152, so a draft pass costs a few hundredths of a target pass.
+
+The draft reads the last ``context`` tokens of the prompt (as in training) and everything
+after them.  :func:`load_smollm_draft` loads the shipped draft (``speclib/data/smollm_draft.npz``,
+trained by ``training/train_smollm_draft.py``) with its target.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .._validate import as_bool, as_int, as_real
+from .drafters import EagleLoop, load_weights
+from .llama import Llama, LlamaBlock, LlamaConfig, ROPE_LAYOUTS
+from .quant import BLOCK, Linear
+from .transformer import DATA_DIR
+
+#: The shipped draft of SmolLM2-135M-Instruct.
+DRAFT_FILE = DATA_DIR / "smollm_draft.npz"
+#: Its training record (settings, times, held-out figures), written by the training script.
+METRICS_FILE = DATA_DIR / "smollm_draft_metrics.json"
+#: The matrices and gains of a draft (``(out, in)`` matrices, as :class:`~speclib.lm.quant.Linear`).
+ARRAY_NAMES = ("fc", "attn_norm", "qkv", "wo", "ffn_norm", "gate_up", "down", "out_norm", "vocab")
+
+
+def draft_shapes(d_model: int, n_heads: int, n_kv_heads: int, d_ff: int) -> dict[str, tuple[int, ...]]:
+    """The shape of every array of a draft of width ``d_model`` (``vocab``: any length).
+
+    Examples
+    --------
+    >>> draft_shapes(8, 2, 1, 12)["qkv"]
+    (16, 8)
+    """
+    dh = d_model // n_heads
+    return {"fc": (d_model, 2 * d_model), "attn_norm": (d_model,), "qkv": ((n_heads + 2 * n_kv_heads) * dh, d_model),
+            "wo": (d_model, d_model), "ffn_norm": (d_model,), "gate_up": (2 * d_ff, d_model),
+            "down": (d_model, d_ff), "out_norm": (d_model,)}
+
+
+def q8_0(weights: np.ndarray, name: str = "weight") -> Linear:
+    """``weights`` ``(out, in)`` quantized as GGUF's Q8_0 does: per block of 32, ``scale = max |w| / 127``, codes ``round(w / scale)``.
+
+    A :class:`~speclib.lm.quant.Linear` of layout ``"q8"`` (one byte a weight); the error of a
+    weight is at most half its block's scale.
+
+    Examples
+    --------
+    >>> w = np.linspace(-1, 1, 64, dtype=np.float32).reshape(1, 64)
+    >>> lin = q8_0(w)
+    >>> lin.layout, bool(np.abs(lin.dequantize() - w).max() <= 0.5 / 127 + 1e-7)
+    ('q8', True)
+    """
+    w = np.asarray(weights, dtype=np.float32)
+    if w.ndim != 2 or w.shape[1] % BLOCK:
+        raise ValueError(f"weights: expected a matrix whose rows are whole blocks of {BLOCK}, got shape {w.shape}")
+    blocks = w.reshape(w.shape[0], -1, BLOCK)
+    scale = np.abs(blocks).max(axis=2) / np.float32(127.0)
+    safe = np.where(scale > 0, scale, np.float32(1.0))
+    codes = np.clip(np.rint(blocks / safe[..., None]), -127, 127).astype(np.int8).reshape(w.shape)
+    return Linear(np.ascontiguousarray(codes), np.ascontiguousarray(scale, dtype=np.float32), None, name=name)
+
+
+def _head_rows(head: Linear, ids: np.ndarray) -> Linear:
+    """Rows ``ids`` of the target's head, in its own layout (the file's numbers, not a copy decoded)."""
+    if head.layout == "f32":
+        return Linear.from_f32(head.codes[ids], name="draft_head")
+    offset = None if head.offset is None else np.ascontiguousarray(head.offset[ids])
+    return Linear(np.ascontiguousarray(head.codes[ids]), np.ascontiguousarray(head.scale[ids]), offset,
+                  name="draft_head")
+
+
+class LlamaEagle(EagleLoop):
+    """An EAGLE head on a Llama target, drafting over a reduced vocabulary (see the module docstring).
+
+    Parameters
+    ----------
+    target : Llama
+        The target (its temperature is the draft's; its layout and ``compiled`` setting are
+        the draft's too).
+    arrays : dict of str to array
+        The draft's weights (:data:`ARRAY_NAMES`, shapes of :func:`draft_shapes`): ``fc``,
+        the block's ``attn_norm``, ``qkv`` (query, key and value rows stacked), ``wo``,
+        ``ffn_norm``, ``gate_up`` (gate and up rows stacked), ``down``, the final ``out_norm``,
+        and ``vocab``: the draft vocabulary, distinct token ids.
+    n_heads, n_kv_heads : int
+        The block's query and key/value heads.
+    context : int, default 64
+        Prompt tokens the draft reads before the answer (its first entry is at
+        ``max(0, len(prompt) - context)``), as in training.
+    rope_layout : str, default "half"
+        How the block's rotary embedding pairs coordinates (:data:`speclib.lm.llama.ROPE_LAYOUTS`).
+    layout : str, optional
+        ``"f32"`` or ``"q8"`` (the block's matrices quantized with :func:`q8_0`); the target's by default.
+
+    Examples
+    --------
+    >>> from speclib.lm.llama import random_llama
+    >>> from speclib.core.decoding import speculative_generate
+    >>> target = random_llama(LlamaConfig(vocab_size=50, d_model=64, n_layers=1, n_heads=2, n_kv_heads=1,
+    ...                                   d_ff=32), seed=0)
+    >>> drafter = random_draft(target, vocab=np.arange(0, 50, 2), seed=1)
+    >>> tokens, stats = speculative_generate(drafter.target, drafter, [1, 2, 3], 12, k=3, rng=0)
+    >>> len(tokens), stats.draft_proposed > 0
+    (12, True)
+    """
+
+    name = "eagle"
+    trusted = True  #: its proposals are well-formed by construction: the loop does not check them
+
+    def __init__(self, target: Llama, arrays: dict[str, np.ndarray], n_heads: int, n_kv_heads: int,
+                 context: int = 64, rope_layout: str = "half", layout: str | None = None) -> None:
+        if not isinstance(target, Llama):
+            raise TypeError(f"target: expected a speclib.lm.llama.Llama, got {type(target).__name__}")
+        super().__init__(target)
+        if not isinstance(arrays, dict):
+            raise TypeError(f"arrays: expected a dict of the draft's arrays, got {type(arrays).__name__}")
+        self.context = as_int(context, "context", minimum=0)
+        layout = target.layout if layout is None else layout
+        if layout not in ("f32", "q8"):
+            raise ValueError(f"layout: expected 'f32' or 'q8', got {layout!r}")
+        if rope_layout not in ROPE_LAYOUTS:
+            raise ValueError(f"rope_layout: expected one of {', '.join(map(repr, ROPE_LAYOUTS))}, got {rope_layout!r}")
+        tc = target.config
+        d = tc.d_model
+        d_ff = np.shape(arrays.get("down", np.zeros((0, 0))))[-1]
+        n_heads = as_int(n_heads, "n_heads", minimum=1)
+        n_kv_heads = as_int(n_kv_heads, "n_kv_heads", minimum=1)
+        if not d_ff:
+            raise ValueError("arrays: missing 'down' (the feed-forward layer's output matrix)")
+        for name, shape in draft_shapes(d, n_heads, n_kv_heads, d_ff).items():
+            if name not in arrays or np.shape(arrays[name]) != shape:
+                raise ValueError(f"arrays[{name!r}]: expected shape {shape}, got "
+                                 f"{np.shape(arrays[name]) if name in arrays else 'nothing'}")
+            if not np.isfinite(arrays[name]).all():
+                raise ValueError(f"arrays[{name!r}]: holds NaN or infinite values")
+        vocab = np.asarray(arrays.get("vocab", np.zeros(0)))
+        if vocab.ndim != 1 or vocab.size < 2 or vocab.dtype.kind not in "iu":
+            raise ValueError(f"arrays['vocab']: expected the draft vocabulary, at least two integer token ids, "
+                             f"got shape {vocab.shape} of dtype {vocab.dtype}")
+        if vocab.min() < 0 or vocab.max() >= target.vocab_size or np.unique(vocab).size != vocab.size:
+            raise ValueError(f"arrays['vocab']: expected distinct token ids in [0, {target.vocab_size}), "
+                             f"got ids from {int(vocab.min())} to {int(vocab.max())}, {vocab.size - np.unique(vocab).size} "
+                             "repeated")
+        self.vocab = vocab.astype(np.int64)
+        matrix = (lambda w, name: q8_0(w, name)) if layout == "q8" else (lambda w, name: Linear.from_f32(w, name))
+        self.fc = matrix(arrays["fc"], "fc")
+        block = LlamaBlock(arrays["attn_norm"], matrix(arrays["qkv"], "qkv"), matrix(arrays["wo"], "wo"),
+                           arrays["ffn_norm"], matrix(arrays["gate_up"], "gate_up"), matrix(arrays["down"], "down"))
+        config = LlamaConfig(vocab_size=self.vocab.size, d_model=d, n_layers=1, n_heads=n_heads, n_kv_heads=n_kv_heads,
+                             d_ff=d_ff, rope_base=tc.rope_base, rms_eps=tc.rms_eps, max_positions=tc.max_positions,
+                             rope_layout=rope_layout)
+        # One block whose tied head is the target's head restricted to the draft vocabulary.
+        self.core = Llama(config, _head_rows(target.head, self.vocab), [block], arrays["out_norm"],
+                          temperature=target.temperature).with_compiled(target.compiled)
+        self._embedding = target.embedding
+        self.d = d
+        self._keys = np.zeros((1, n_kv_heads, 64, config.head_dim), dtype=np.float32)
+        self._values = np.zeros_like(self._keys)
+        self._first = self._count = self._real = 0
+
+    @property
+    def vocab_fraction(self) -> float:
+        """The draft vocabulary's share of the target's vocabulary."""
+        return self.vocab.size / self.vocab_size
+
+    def first_entry(self, prompt_length: int) -> int:
+        return max(0, prompt_length - self.context)
+
+    def _pass(self, feats: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """Feed entries ``(feats[i], tokens[i])``; return their predicted next hidden states ``(n, d)``."""
+        n, d = tokens.size, self.d
+        x = np.empty((n, 2 * d), dtype=np.float32)
+        x[:, :d] = feats
+        x[:, d:] = self._embedding.rows(tokens)
+        slot = self._count - self._first
+        self._reserve(slot + n)
+        out = self.core.states(self.fc(x), slot, self._keys, self._values)
+        self._count += n
+        return out
+
+    def _reserve(self, need: int) -> None:
+        limit = self.core.config.max_positions
+        if need > limit:
+            raise ValueError(f"tokens: the draft reads at most {limit} entries (the target's context length); "
+                             f"this pass would reach {need}")
+        if need > self._keys.shape[2]:
+            size = min(limit, max(need, 2 * self._keys.shape[2]))
+            for name in ("_keys", "_values"):
+                old = getattr(self, name)
+                grown = np.zeros(old.shape[:2] + (size,) + old.shape[3:], dtype=np.float32)
+                grown[:, :, :old.shape[2]] = old
+                setattr(self, name, grown)
+
+    def draft_logits(self, f: np.ndarray) -> np.ndarray:
+        """The head's scores over the draft vocabulary for predicted states ``f`` ``(n, d)``: ``(n, N)`` float32."""
+        return self.core.head(np.ascontiguousarray(f, dtype=np.float32))
+
+    def draft_row(self, f: np.ndarray) -> np.ndarray:
+        row = np.zeros(self.vocab_size)
+        row[self.vocab] = self._rows(self.draft_logits(f))[0]
+        return row
+
+    def __deepcopy__(self, memo: dict) -> "LlamaEagle":
+        # The weights are shared (they never change); the state is copied, and the target's
+        # cache through memo, so that a copied run's drafter reads the copied run's cache.
+        other = copy.copy(self)
+        memo[id(self)] = other
+        other.features_cache = copy.deepcopy(self.features_cache, memo)
+        other._keys, other._values = self._keys.copy(), self._values.copy()
+        return other
+
+    def __repr__(self) -> str:
+        c = self.core.config
+        return (f"LlamaEagle(vocab={self.vocab.size} of {self.vocab_size}, d_ff={c.d_ff}, context={self.context}, "
+                f"layout={self.core.layout!r}, compiled={self.core.compiled}, target={self.target.model!r})")
+
+
+def random_draft(target: Llama, vocab: np.ndarray | None = None, d_ff: int | None = None, seed: int = 0,
+                 scale: float = 0.5, context: int = 64) -> LlamaEagle:
+    """A :class:`LlamaEagle` with random weights for ``target`` (for tests and examples).
+
+    ``vocab``: the draft vocabulary (all of the target's by default); ``d_ff``: the block's
+    feed-forward width (the target's by default).
+    """
+    from .._validate import as_generator
+
+    if not isinstance(target, Llama):
+        raise TypeError(f"target: expected a speclib.lm.llama.Llama, got {type(target).__name__}")
+    rng = as_generator(seed, "seed")
+    c = target.config
+    shapes = draft_shapes(c.d_model, c.n_heads, c.n_kv_heads, c.d_ff if d_ff is None else d_ff)
+    arrays = {}
+    for name, shape in shapes.items():
+        if len(shape) == 1:
+            arrays[name] = 1.0 + 0.1 * rng.standard_normal(shape)
+        else:
+            arrays[name] = rng.standard_normal(shape) * (scale / math.sqrt(shape[1]))
+    arrays["vocab"] = np.arange(target.vocab_size) if vocab is None else np.asarray(vocab)
+    return LlamaEagle(target, arrays, c.n_heads, c.n_kv_heads, context=context)
+
+
+def load_draft(target: Llama, path: str | Path | None = None, layout: str | None = None) -> LlamaEagle:
+    """The draft stored at ``path`` (by default the shipped :data:`DRAFT_FILE`) for ``target``.
+
+    Raises a ValueError naming the file when it was trained for a target of another width
+    or vocabulary.
+    """
+    path = DRAFT_FILE if path is None else Path(path)
+    header, arrays = load_weights(path)
+    if header.get("kind") != "llama-eagle":
+        raise ValueError(f"path: {path} holds a {header.get('kind')!r} drafter, not a 'llama-eagle' one")
+    for key, want in (("d_target", target.config.d_model), ("vocab_size", target.vocab_size)):
+        if header.get(key) != want:
+            raise ValueError(f"path: {path} was trained for a target with {key} = {header.get(key)}; this target "
+                             f"has {want}")
+    return LlamaEagle(target, arrays, header["n_heads"], header["n_kv_heads"], header["context"],
+                      header.get("rope_layout", "half"), layout)
+
+
+def load_smollm_draft(temperature: float = 1.0, layout: str = "q8", compiled: bool = True,
+                      target: Llama | None = None, path: str | Path | None = None) -> LlamaEagle:
+    """SmolLM2-135M-Instruct (:func:`speclib.lm.smollm.load_smollm2`) with its trained EAGLE draft.
+
+    Pass ``drafter.target`` as the loop's target: ``speculative_generate(d.target, d, prompt, n, k, rng)``.
+    ``target`` replaces the loaded model (its temperature and compiled setting are then set
+    from the arguments); ``path`` the shipped draft.
+
+    Examples
+    --------
+    >>> from speclib.core.decoding import speculative_generate
+    >>> d = load_smollm_draft(temperature=0.0)
+    >>> prompt = d.target.model.tokenizer.encode_chat([{"role": "user", "content": "Name three colours."}])
+    >>> tokens, stats = speculative_generate(d.target, d, prompt, 16, k=4, rng=0)
+    >>> len(tokens), stats.target_passes < 16
+    (16, True)
+    """
+    temperature = as_real(temperature, "temperature", low=0.0)
+    compiled = as_bool(compiled, "compiled")
+    if target is None:
+        from .smollm import load_smollm2
+
+        target = load_smollm2(layout=layout, temperature=temperature)
+    elif not isinstance(target, Llama):
+        raise TypeError(f"target: expected a speclib.lm.llama.Llama, got {type(target).__name__}")
+    else:
+        target = target.with_temperature(temperature)
+    return load_draft(target.with_compiled(compiled), path)
