@@ -43,7 +43,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validate import as_bool, as_int, as_real
+from .._validate import MAX_DRAFT_LENGTH, as_bool, as_int, as_real
 from ..core.proposers import DraftModel, Proposal, check_model
 from . import kernel as _kernel
 from .transformer import (
@@ -693,6 +693,129 @@ def _prompt_starts(text: str, n_prompts: int, prompt_chars: int, domain: str) ->
     return starts
 
 
+class PromptRun(NamedTuple):
+    """One generation of :func:`run_prompts`: its prompt and seed, its counters, and its steps."""
+
+    prompt: int  #: index of the prompt
+    seed: int
+    tokens: int  #: tokens generated (up to and including the stop token)
+    target_passes: int
+    draft_passes: int
+    accepted: int
+    verified: int
+    accepted_per_step: np.ndarray
+    verified_per_step: np.ndarray  #: drafts the target judged at each step: the accepted, and the first rejected one
+
+
+def run_prompts(target, proposer, prompts, n_new: int, k, seeds=(0,), stop: int | None = None,
+                reuse_prompt: bool = False) -> list[PromptRun]:
+    """Generate from every prompt with every seed through the one loop; the counters of each run.
+
+    Prompt ``j`` with seed ``s`` draws with ``numpy.random.default_rng([s, j])``:
+    :func:`speclib.core.decoding.speculative_generate`'s loop (:func:`~speclib.core.decoding.prepare_run`,
+    stepped) with ``proposer`` drafting ``k`` tokens per step for ``target``, ``n_new`` tokens, or
+    fewer when ``stop`` (a token id, such as a chat model's end of turn) is emitted.
+
+    ``reuse_prompt`` (``target`` a :class:`FeatureTarget`): the target reads each prompt but its
+    last token once, and every run of that prompt starts from that cache
+    (:meth:`FeatureTarget.reuse`); its first step then drafts too.
+    """
+    from ..core.decoding import prepare_run
+    from ..core.sampling import as_chooser
+
+    n_new = as_int(n_new, "n_new", minimum=1)
+    seeds = [as_int(x, "seeds", minimum=0) for x in (seeds if hasattr(seeds, "__len__") else [seeds])]
+    if not seeds:
+        raise ValueError("seeds: expected at least one seed")
+    if stop is not None:
+        stop = as_int(stop, "stop", minimum=0)
+    if as_bool(reuse_prompt, "reuse_prompt") and not isinstance(target, FeatureTarget):
+        raise TypeError(f"target: reuse_prompt needs a FeatureTarget, got {type(target).__name__}")
+    runs = []
+    for j, prompt in enumerate(prompts):
+        prompt = np.asarray(prompt, dtype=np.int64)
+        if reuse_prompt:
+            if prompt.size < 2:
+                raise ValueError(f"prompts[{j}]: reuse_prompt needs prompts of at least two tokens")
+            cache = target.model.cache(features=True, capacity=prompt.size + n_new + MAX_DRAFT_LENGTH + 2)
+            cache.extend_logits(prompt[:-1])
+            target.reuse(cache)
+        try:
+            for seed in seeds:
+                run = prepare_run(target, proposer, prompt, n_new, k)
+                choose = as_chooser(np.random.default_rng([seed, j]))
+                while not run.done:
+                    before = run.n
+                    run.step(choose)
+                    if stop is not None and (run.text[before:run.n] == stop).any():
+                        break
+                st = run.stats
+                acc = np.array(st.accepted_per_step, dtype=np.int64)
+                ver = acc + (acc < np.array(st.k_per_step, dtype=np.int64))
+                runs.append(PromptRun(j, seed, int(run.n - run.start), st.target_passes, st.draft_passes,
+                                      st.accepted, st.draft_verified, acc, ver))
+        finally:
+            if reuse_prompt:
+                target.reuse(None)
+    return runs
+
+
+class PromptsAcceptance(NamedTuple):
+    """What :func:`acceptance_on_prompts` measured (pooled over its runs)."""
+
+    rate: float  #: accepted / verified drafts
+    low: float  #: lower end of the batch-means interval (:func:`speclib.core.stats.batch_means_ratio`)
+    high: float
+    level: float
+    accepted: int
+    verified: int
+    tokens: int
+    target_passes: int
+    draft_passes: int
+    runs: list  #: the :class:`PromptRun` of every generation
+
+    def summary(self) -> dict:
+        """The pooled figures as plain numbers, and the rate of every run (for a JSON record)."""
+        return {"rate": round(self.rate, 4), f"interval{round(100 * self.level)}": [round(self.low, 4),
+                                                                                   round(self.high, 4)],
+                "accepted": self.accepted, "verified": self.verified, "tokens": self.tokens,
+                "target_passes": self.target_passes, "draft_passes": self.draft_passes,
+                "tokens_per_pass": round(self.tokens / self.target_passes, 4), "runs": len(self.runs),
+                "rate_per_run": [round(r.accepted / r.verified, 4) if r.verified else None for r in self.runs]}
+
+
+def acceptance_on_prompts(target, proposer, prompts, n_new: int, k, seeds=(0,), stop: int | None = None,
+                          reuse_prompt: bool = False, batches: int = 10, level: float = 0.95) -> PromptsAcceptance:
+    """A drafter's acceptance rate per verified draft inside the loop, on given prompts, with a batch-means interval.
+
+    The runs of :func:`run_prompts` (same arguments); the rate is accepted over verified
+    drafts pooled over them.  The interval: every step of every run, in order, cut into
+    ``batches`` batches of about equal verified drafts
+    (:func:`speclib.core.stats.batch_means_ratio`): it describes how much the rate varies with
+    the text the target happens to write from these prompts, not over other prompts.
+
+    Examples
+    --------
+    >>> from speclib.core.proposers import PromptLookup
+    >>> from speclib.lm.models import markov_pair
+    >>> target, _ = markov_pair(vocab_size=4, seed=0)
+    >>> m = acceptance_on_prompts(target, PromptLookup(), [[0, 1, 2, 0, 1]], 200, 3, batches=4)
+    >>> m.low <= m.rate <= m.high and m.verified > 0
+    True
+    """
+    from ..core.stats import batch_means_ratio
+
+    runs = run_prompts(target, proposer, prompts, n_new, k, seeds, stop, reuse_prompt)
+    acc = np.concatenate([r.accepted_per_step for r in runs])
+    ver = np.concatenate([r.verified_per_step for r in runs])
+    if not ver.sum():
+        raise ValueError("proposer: proposed nothing the target verified; no rate to measure")
+    ci = batch_means_ratio(acc, ver, batches, level)
+    return PromptsAcceptance(ci.mean, ci.low, ci.high, ci.level, int(acc.sum()), int(ver.sum()),
+                             sum(r.tokens for r in runs), sum(r.target_passes for r in runs),
+                             sum(r.draft_passes for r in runs), runs)
+
+
 class LoopAcceptance(NamedTuple):
     """What :func:`loop_acceptance` measured (``per_prompt_*``: one entry per prompt)."""
 
@@ -753,22 +876,17 @@ def loop_acceptance(name, domain: str = "code", temperature: float = 1.0, k: int
         if not hasattr(drafter, "target") or not hasattr(drafter, "propose"):
             raise TypeError(f"name: expected a drafter name or a proposer with a target attribute, "
                             f"got {type(name).__name__}")
-    from ..core.decoding import speculative_generate
-
-    prompts = heldout_prompts(domain, n_prompts, prompt_chars)
-    acc, ver, passes = (np.zeros(len(prompts), dtype=np.int64) for _ in range(3))
-    for j, prompt in enumerate(prompts):
-        _, stats = speculative_generate(drafter.target, drafter, prompt, n_new, k,
-                                        rng=np.random.default_rng([seed, j]))
-        acc[j], ver[j], passes[j] = stats.accepted, stats.draft_verified, stats.target_passes
+    runs = run_prompts(drafter.target, drafter, heldout_prompts(domain, n_prompts, prompt_chars), n_new, k, (seed,))
+    acc, ver, passes = (np.array([getattr(r, name) for r in runs], dtype=np.int64)
+                        for name in ("accepted", "verified", "target_passes"))
     if not ver.sum():
         raise ValueError("name: the drafter proposed nothing the target verified; no rate to measure")
-    rng = np.random.default_rng([seed, len(prompts), 95])
-    idx = rng.integers(0, len(prompts), (n_boot, len(prompts)))
+    rng = np.random.default_rng([seed, len(runs), 95])
+    idx = rng.integers(0, len(runs), (n_boot, len(runs)))
     boot = acc[idx].sum(axis=1) / np.maximum(ver[idx].sum(axis=1), 1)
     low, high = np.percentile(boot, [2.5, 97.5])
     return LoopAcceptance(float(acc.sum() / ver.sum()), float(low), float(high), int(acc.sum()), int(ver.sum()),
-                          float(n_new * len(prompts) / passes.sum()), acc, ver, passes)
+                          float(n_new * len(runs) / passes.sum()), acc, ver, passes)
 
 
 class DraftCost(NamedTuple):
