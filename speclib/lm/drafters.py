@@ -890,19 +890,27 @@ def loop_acceptance(name, domain: str = "code", temperature: float = 1.0, k: int
 
 
 class DraftCost(NamedTuple):
-    """What :func:`draft_costs` measured for one drafter."""
+    """What :func:`draft_costs` (or :func:`pass_costs`) measured for one drafter."""
 
     c: float  #: median one-token draft pass / median one-token target pass
     draft_pass_ms: float
     target_pass_ms: float
     draft_passes_timed: int
     target_passes_timed: int
+    #: median target pass over ``k + 1`` tokens inside the loop / median one-token target pass: r(k+1)
+    verify_ratio: float | None = None
+    verify_pass_ms: float | None = None
+    verify_passes_timed: int | None = None
 
     def summary(self) -> dict:
         """The figures as plain numbers (for a JSON record)."""
-        return {"c": round(self.c, 4), "draft_pass_ms": round(self.draft_pass_ms, 4),
-                "target_pass_ms": round(self.target_pass_ms, 4), "draft_passes_timed": self.draft_passes_timed,
-                "target_passes_timed": self.target_passes_timed}
+        out = {"c": round(self.c, 4), "draft_pass_ms": round(self.draft_pass_ms, 4),
+               "target_pass_ms": round(self.target_pass_ms, 4), "draft_passes_timed": self.draft_passes_timed,
+               "target_passes_timed": self.target_passes_timed}
+        if self.verify_ratio is not None:
+            out.update(verify_ratio=round(self.verify_ratio, 4), verify_pass_ms=round(self.verify_pass_ms, 4),
+                       verify_passes_timed=self.verify_passes_timed)
+        return out
 
 
 def draft_costs(names, domain: str = "code", temperature: float = 1.0, k: int = 4, n_prompts: int = 20,
@@ -927,8 +935,6 @@ def draft_costs(names, domain: str = "code", temperature: float = 1.0, k: int = 
     >>> 0.0 < costs["pair"].c < 1.0
     True
     """
-    from ..core.decoding import autoregressive_generate, speculative_generate
-
     names = [names] if isinstance(names, str) else list(names)
     if not names:
         raise ValueError("names: expected at least one drafter name")
@@ -936,9 +942,30 @@ def draft_costs(names, domain: str = "code", temperature: float = 1.0, k: int = 
     drafters = {n: load_drafter(n, temperature, domain, target=target, path=paths.get(n), compiled=compiled,
                                 device=device) for n in names}
     model = next(iter(drafters.values())).target
-    prompts = heldout_prompts(domain, n_prompts, prompt_chars)
+    return pass_costs(model, drafters, heldout_prompts(domain, n_prompts, prompt_chars), n_new, k, seed)
+
+
+def pass_costs(model, drafters: dict, prompts, n_new: int, k: int, seed: int = 0) -> dict[str, DraftCost]:
+    """Each drafter's cost ``c`` inside the loop, and the target's r(k+1), timed interleaved.
+
+    For each prompt in turn, ``model`` generates ``n_new`` tokens by plain cached decoding,
+    then each drafter of ``drafters`` (name to a proposer with a ``target`` attribute) does
+    with :func:`speclib.core.decoding.speculative_generate` at draft length ``k`` (prompt ``j``
+    seeded ``[seed, j]``).  ``c``: the median of the drafter's passes that read one token
+    over the median of the target's one-token passes in plain decoding; ``verify_ratio``:
+    the median of the target's passes over ``k + 1`` tokens inside the drafter's loop over
+    the same one-token median (the passes that read a prompt are left out).  One BLAS thread.
+    Wall-clock times: run it on a quiet machine.
+    """
+    from ..core.decoding import autoregressive_generate, speculative_generate
+
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
+    n_new = as_int(n_new, "n_new", minimum=1)
+    if not drafters:
+        raise ValueError("drafters: expected at least one drafter")
     plain: list[float] = []
-    drafts: dict[str, list[float]] = {n: [] for n in names}
+    drafts: dict[str, list[float]] = {n: [] for n in drafters}
+    verify: dict[str, list[float]] = {n: [] for n in drafters}
     with blas_threads(1):
         for j, prompt in enumerate(prompts):
             timings: dict = {"passes": []}
@@ -949,11 +976,17 @@ def draft_costs(names, domain: str = "code", temperature: float = 1.0, k: int = 
                 speculative_generate(drafter.target, drafter, prompt, n_new, k,
                                      rng=np.random.default_rng([seed, j]), timings=timings)
                 drafts[name] += [s for who, n, s in timings["passes"] if who == "draft" and n == 1]
+                verify[name] += [s for who, n, s in timings["passes"] if who == "target" and n == k + 1]
+    if not plain:
+        raise ValueError("prompts: the plain decoding made no one-token pass (n_new must be at least 2)")
     t1 = float(np.median(plain))
     out = {}
     for name, seconds in drafts.items():
         if not seconds:
-            raise ValueError(f"names: {name!r} made no one-token draft pass in {n_prompts} prompts; no cost to measure")
+            raise ValueError(f"drafters: {name!r} made no one-token draft pass in {len(prompts)} prompts; "
+                             "no cost to measure")
         ms = float(np.median(seconds))
-        out[name] = DraftCost(ms / t1, ms * 1e3, t1 * 1e3, len(seconds), len(plain))
+        v = float(np.median(verify[name])) if verify[name] else None
+        out[name] = DraftCost(ms / t1, ms * 1e3, t1 * 1e3, len(seconds), len(plain),
+                              None if v is None else v / t1, None if v is None else v * 1e3, len(verify[name]))
     return out
