@@ -74,12 +74,12 @@ SETTINGS = {
     "d_ff": 1536,  # the block's feed-forward width (the target's own)
     "context": 128,  # prompt tokens the draft reads before the answer in the loop
     # training
-    "steps": 3000, "batch": 4, "lr": 1e-3, "warmup": 100, "noise": 0.05, "ttt_depth": 3,
+    "steps": 600, "batch": 4, "lr": 2e-3, "warmup": 30, "noise": 0.05, "ttt_depth": 3,
     "l1_weight": 0.2, "soft_weight": 1.0, "tv_weight": 1.0,
     "window": 256,  # entries per training sequence (a random stretch of an answer with its prompt)
 }
 CHECKPOINT_DIR = ROOT / "training" / "checkpoints" / "smollm_draft"
-CHECKPOINT_EVERY = 100
+CHECKPOINT_EVERY = 50
 WEIGHTS_FILE = DATA_DIR / "smollm_draft.npz"
 METRICS_FILE = DATA_DIR / "smollm_draft_metrics.json"
 
@@ -286,7 +286,7 @@ class TorchDraft:
     """
 
     def __init__(self, config, vocab: np.ndarray, embedding: np.ndarray, d_ff: int, seed: int,
-                 init: dict | None = None) -> None:
+                 init: dict | None = None, out_norm: np.ndarray | None = None) -> None:
         from speclib.lm.smollm_draft import draft_shapes
 
         torch = _torch()
@@ -299,10 +299,13 @@ class TorchDraft:
         for name, shape in draft_shapes(self.d, self.h, self.kv, d_ff).items():
             if init is not None:
                 value = torch.tensor(np.asarray(init[name], dtype=np.float32))
+            elif name == "out_norm" and out_norm is not None:  # the target's own scale of features
+                value = torch.tensor(np.asarray(out_norm, dtype=np.float32))
             elif len(shape) == 1:
                 value = torch.ones(shape)
-            else:
-                value = torch.randn(shape, generator=gen) * (1.0 / math.sqrt(shape[1]))
+            else:  # the two products that write into the residual stream start smaller
+                value = torch.randn(shape, generator=gen) * ((0.5 if name in ("wo", "down") else 1.0)
+                                                             / math.sqrt(shape[1]))
             self.params[name] = value.requires_grad_(True)
         self.embedding = torch.tensor(embedding, dtype=torch.float32)
         self.head = self.embedding[torch.from_numpy(self.vocab)].clone()
@@ -450,7 +453,7 @@ def losses(draft: TorchDraft, batch: dict, s: dict, noise) -> tuple:
         loss = s["l1_weight"] * l1 + s["soft_weight"] * soft + s["tv_weight"] * tv
         total = total + loss / len(preds)
         for name, value in (("l1", l1), ("soft", soft), ("tv", tv)):
-            parts[name] += float(value) / len(preds)
+            parts[name] += value.item() / len(preds)
     return total, parts
 
 
@@ -463,13 +466,13 @@ def learning_rate(step: int, steps: int, peak: float, warmup: int) -> float:
 def train(target, items: list[dict], vocab: np.ndarray, s: dict, seed: int, out_path: Path, checkpoint_dir: Path,
           resume: bool = False, log=print) -> dict:
     """Train the draft on ``items`` (training answers); write its float16 file; return its metrics entry."""
-    from speclib.lm.drafters import save_weights
+    from speclib.lm.smollm_draft import save_draft
 
     torch = _torch()
     torch.manual_seed(seed)
     cfg = target.config
     embedding = target.embedding.dequantize()
-    draft = TorchDraft(cfg, vocab, embedding, s["d_ff"], seed)
+    draft = TorchDraft(cfg, vocab, embedding, s["d_ff"], seed, out_norm=target.out_norm)
     params = draft.parameters()
     decay = [p for p in params if p.ndim == 2]
     no_decay = [p for p in params if p.ndim < 2]
@@ -521,8 +524,7 @@ def train(target, items: list[dict], vocab: np.ndarray, s: dict, seed: int, out_
     seconds = time.time() - t0
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    save_weights(out_path, "llama-eagle", draft.arrays(), d_target=cfg.d_model, vocab_size=cfg.vocab_size,
-                 n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, context=s["context"], rope_layout="half", seed=seed)
+    save_draft(out_path, draft.arrays(), target, s["context"], "half", seed=seed)
     return {"settings": record, "train_seconds": round(seconds, 1),
             "train_cpu_seconds": round(time.process_time() - c0, 1), "train_log": history,
             "parameters": int(sum(p.numel() for p in params)), "file_bytes": out_path.stat().st_size}

@@ -309,3 +309,150 @@ def load_smollm_draft(temperature: float = 1.0, layout: str = "q8", compiled: bo
     else:
         target = target.with_temperature(temperature)
     return load_draft(target.with_compiled(compiled), path)
+
+
+def save_draft(path: str | Path, arrays: dict[str, np.ndarray], target: Llama, context: int,
+               rope_layout: str = "half", **header: object) -> None:
+    """Write a draft for ``target`` (float16 weights, the vocabulary as int32) with the header :func:`load_draft` reads."""
+    from .drafters import save_weights
+
+    c = target.config
+    save_weights(path, "llama-eagle", arrays, d_target=c.d_model, vocab_size=c.vocab_size, n_heads=c.n_heads,
+                 n_kv_heads=c.n_kv_heads, context=as_int(context, "context", minimum=0), rope_layout=rope_layout,
+                 **header)
+
+
+# --------------------------------------------------------------------------- the draft measured in the loop
+
+#: The draft's measured acceptance and cost (``benchmarks/smollm_draft.py`` writes it).
+RECORD_FILE = DATA_DIR / "smollm_draft_loop.json"
+#: The temperatures the record measures.
+TEMPERATURES = ("0", "1")
+
+
+def measure_loop(target: Llama, prompts: dict[str, list], path: str | Path | None = None, k: int = 4,
+                 n_new: int = 192, seeds: dict | None = None, stop: int | None = None, cost_family: str | None = None,
+                 cost_new: int = 64, batches: int = 10) -> dict:
+    """The draft's acceptance inside the loop per family of prompts, its cost, and the predicted speed-up.
+
+    * **acceptance** at T = 0 and T = 1 (:func:`speclib.lm.drafters.acceptance_on_prompts`):
+      from every prompt of each family (token arrays), with ``seeds[T]`` (by default one at
+      T = 0, where the answers are the same for every seed, and three at T = 1), ``n_new``
+      tokens or up to ``stop``, ``k`` drafts per step, each prompt read once and reused by its
+      runs; accepted over verified drafts with a batch-means interval (``batches``);
+    * **cost** (:func:`speclib.lm.drafters.pass_costs`, T = 1, on the prompts of
+      ``cost_family``, by default the first family, ``cost_new`` tokens each): ``c``, the draft's
+      one-token pass over the target's, and ``verify_ratio`` r(k+1), the target's pass over
+      ``k + 1`` tokens inside the loop over its one-token pass, timed interleaved;
+    * **predicted speed-up** per family and temperature: :func:`speclib.lm.transformer.speedup_with_costs`
+      of the measured rate, ``k``, ``c`` and r(k+1) (tokens per unit of one-token target passes).
+
+    ``path``: the draft's file (the shipped one by default).  Returns the record (plain
+    numbers), without provenance (:func:`check_record` checks it once that is added).
+    """
+    from .drafters import acceptance_on_prompts, pass_costs
+    from .transformer import speedup_with_costs
+
+    if not isinstance(prompts, dict) or not prompts:
+        raise ValueError("prompts: expected a dict of family name to a list of prompts (token arrays)")
+    k = as_int(k, "k", minimum=1)
+    seeds = {"0": (0,), "1": (0, 1, 2)} if seeds is None else {str(t): tuple(s) for t, s in seeds.items()}
+    cost_family = next(iter(prompts)) if cost_family is None else cost_family
+    if cost_family not in prompts:
+        raise ValueError(f"cost_family: {cost_family!r} is not one of the families {list(prompts)}")
+    record = {"settings": {"k": k, "n_new": n_new, "seeds": {t: list(seeds[t]) for t in TEMPERATURES},
+                           "stop": stop, "batches": batches, "prompts": {f: len(p) for f, p in prompts.items()},
+                           "cost_family": cost_family, "cost_new": cost_new, "layout": target.layout,
+                           "compiled": target.compiled},
+              "acceptance": {}, "predicted_speedup": {}}
+    for t in TEMPERATURES:
+        drafter = load_draft(target.with_temperature(float(t)), path)
+        record["acceptance"][t] = {
+            family: acceptance_on_prompts(drafter.target, drafter, ps, n_new, k, seeds[t], stop, reuse_prompt=True,
+                                          batches=batches).summary()
+            for family, ps in prompts.items()}
+    drafter = load_draft(target.with_temperature(1.0), path)
+    cost = pass_costs(drafter.target, {"eagle": drafter}, prompts[cost_family], cost_new, k)["eagle"]
+    if cost.verify_ratio is None:
+        raise ValueError(f"cost_new: no verification pass over k + 1 = {k + 1} tokens in {cost_new} tokens; "
+                         "generate more")
+    record["cost"] = cost.summary()
+    for t in TEMPERATURES:
+        record["predicted_speedup"][t] = {
+            family: round(speedup_with_costs(m["rate"], k, record["cost"]["c"], record["cost"]["verify_ratio"]), 4)
+            for family, m in record["acceptance"][t].items()}
+    record["draft"] = {"vocab": int(drafter.vocab.size), "vocab_fraction": round(drafter.vocab_fraction, 4),
+                       "d_ff": drafter.core.config.d_ff, "context": drafter.context}
+    return record
+
+
+def check_record(record: object) -> dict:
+    """Check a record of :func:`measure_loop` (with its provenance); return it, or raise ValueError naming the fault.
+
+    Both temperatures and the same families at each; every rate in [0, 1], equal to accepted
+    over verified, inside its interval; ``c`` and r(k+1) positive and equal to their times'
+    ratios; every predicted speed-up equal to :func:`speclib.lm.transformer.speedup_with_costs`
+    of the stored figures; the provenance names the processor, the date and the draft file's
+    SHA-256.
+    """
+    from .transformer import speedup_with_costs
+
+    if not isinstance(record, dict):
+        raise ValueError(f"record: expected a JSON object, got {type(record).__name__}")
+    for key in ("settings", "acceptance", "cost", "predicted_speedup", "draft", "provenance"):
+        if key not in record:
+            raise ValueError(f"record: missing {key!r}")
+    prov = record["provenance"]
+    for key in ("processor", "date", "draft_sha256", "command"):
+        if not isinstance(prov, dict) or not prov.get(key):
+            raise ValueError(f"record['provenance']: missing {key!r}")
+    k = record["settings"].get("k")
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"record['settings']['k']: expected a draft length >= 1, got {k!r}")
+    cost = record["cost"]
+    for key, (num, den) in (("c", ("draft_pass_ms", "target_pass_ms")),
+                            ("verify_ratio", ("verify_pass_ms", "target_pass_ms"))):
+        value = cost.get(key)
+        if not isinstance(value, (int, float)) or not value > 0 or not cost.get(den):
+            raise ValueError(f"record['cost'][{key!r}]: expected a positive ratio, got {value!r}")
+        if abs(value - cost[num] / cost[den]) > 1e-3 * max(1.0, value):
+            raise ValueError(f"record['cost'][{key!r}]: {value} is not {num} / {den} = {cost[num] / cost[den]:.4f}")
+    families = None
+    for t in TEMPERATURES:
+        acc = record["acceptance"].get(t)
+        if not isinstance(acc, dict) or not acc:
+            raise ValueError(f"record['acceptance']: no families at temperature {t}")
+        if families is None:
+            families = set(acc)
+        elif set(acc) != families:
+            raise ValueError(f"record['acceptance'][{t!r}]: families {sorted(acc)} differ from {sorted(families)}")
+        for family, m in acc.items():
+            where = f"record['acceptance'][{t!r}][{family!r}]"
+            low, high = m.get("interval95", (None, None))
+            if not (isinstance(m.get("verified"), int) and m["verified"] > 0 and 0 <= m.get("accepted", -1) <= m["verified"]):
+                raise ValueError(f"{where}: expected 0 <= accepted <= verified and verified > 0")
+            if abs(m["rate"] - m["accepted"] / m["verified"]) > 1e-4:
+                raise ValueError(f"{where}: rate {m['rate']} is not accepted / verified = "
+                                 f"{m['accepted'] / m['verified']:.4f}")
+            if not (isinstance(low, (int, float)) and isinstance(high, (int, float)) and low <= m["rate"] <= high):
+                raise ValueError(f"{where}: the interval {[low, high]} does not hold the rate {m['rate']}")
+            want = speedup_with_costs(m["rate"], k, cost["c"], cost["verify_ratio"])
+            got = record["predicted_speedup"].get(t, {}).get(family)
+            if not isinstance(got, (int, float)) or abs(got - want) > 1e-3:
+                raise ValueError(f"record['predicted_speedup'][{t!r}][{family!r}]: {got!r} is not the cost model's "
+                                 f"{want:.4f} from the stored rate, k, c and r(k+1)")
+    return record
+
+
+def load_record(path: str | Path | None = None) -> dict:
+    """The stored record (:data:`RECORD_FILE`, or ``path``), checked by :func:`check_record`."""
+    import json
+
+    path = RECORD_FILE if path is None else Path(path)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"path: no record at {path} (write it with benchmarks/smollm_draft.py)") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"path: {path} is not JSON ({error})") from None
+    return check_record(record)
