@@ -120,6 +120,9 @@ def test_plan_interleaves_the_families(training):
     assert plan == training.plan_prompts(load_tasks(), {"open": 6, "quote": 2}, seed=0)
     with pytest.raises(ValueError, match=r"counts\['quote'\]: 100000 prompts asked"):
         training.plan_prompts(load_tasks(), {"quote": 100000}, seed=0)
+    # a second round answers more prompts and leaves the first round's as they were
+    two = training.plan_prompts(load_tasks(), [{"open": 6, "quote": 2}, {"open": 3, "quote": 1}], seed=0)
+    assert two[:8] == plan and len({p["id"] for p in two}) == 12
 
 
 # --------------------------------------------------------------------------- the torch draft

@@ -62,7 +62,7 @@ from speclib.lm.transformer import DATA_DIR, blas_threads  # noqa: E402
 #: What the shipped draft was made with.
 SETTINGS = {
     # data: prompts per family (the first ones of a seeded shuffle of each family's training prompts)
-    "prompts": {"open": 240, "code_edit": 32, "summary": 24, "quote": 24},
+    "prompts": [{"open": 240, "code_edit": 32, "summary": 24, "quote": 24}] * 2,  # two rounds
     "max_new": 160,  # tokens generated per prompt at most (fewer when the target ends its turn)
     "greedy_every": 4,  # one prompt in 4 answered greedily (T = 0), the others at T = 1
     "stored_context": 2048,  # prompt tokens whose outputs are kept before the answer (2048: all of them)
@@ -87,30 +87,36 @@ METRICS_FILE = DATA_DIR / "smollm_draft_metrics.json"
 # --------------------------------------------------------------------------- 1. the target's outputs
 
 
-def plan_prompts(tasks: dict, counts: dict[str, int], seed: int) -> list[dict]:
-    """The training prompts to answer: ``counts[family]`` of each family, the families interleaved.
-
-    Each family's prompts are shuffled with ``seed`` and the first ``counts[family]`` kept;
-    the families are then dealt round-robin in proportion, so that a run stopped early has
-    answered some of every family.
+def plan_prompts(tasks: dict, rounds, seed: int) -> list[dict]:
+    """The training prompts to answer, round after round: round ``r`` takes ``rounds[r][family]``
+    more prompts of each family (the next ones of a seeded shuffle of the family's training
+    prompts) and deals the families out in proportion, so that a run stopped early has answered
+    some of every family.  (A dict is one round.)
     """
     from speclib.lm.smollm_tasks import FAMILIES, training_prompts
 
+    rounds = [rounds] if isinstance(rounds, dict) else list(rounds)
     rng = np.random.default_rng(seed)
-    chosen = {}
+    pools = {}
     for family in FAMILIES:
         pool = training_prompts(tasks, family)
-        n = int(counts.get(family, 0))
-        if n > len(pool):
-            raise ValueError(f"counts[{family!r}]: {n} prompts asked, the training set has {len(pool)}")
-        chosen[family] = [pool[i] for i in rng.permutation(len(pool))[:n]]
-    total = sum(len(v) for v in chosen.values())
-    order = []
-    for family, prompts in chosen.items():  # prompt i of a family lands at fraction (i + 0.5) / n
-        order += [((i + 0.5) / len(prompts), family, p) for i, p in enumerate(prompts)]
-    order.sort(key=lambda item: (item[0], item[1]))
-    assert len(order) == total
-    return [p for _, _, p in order]
+        pools[family] = [pool[i] for i in rng.permutation(len(pool))]
+    used = {family: 0 for family in FAMILIES}
+    plan = []
+    for counts in rounds:
+        order = []
+        for family in FAMILIES:
+            n = int(counts.get(family, 0))
+            if used[family] + n > len(pools[family]):
+                raise ValueError(f"counts[{family!r}]: {used[family] + n} prompts asked in all, the training set "
+                                 f"has {len(pools[family])}")
+            chosen = pools[family][used[family]:used[family] + n]
+            used[family] += n
+            # prompt i of a family lands at fraction (i + 0.5) / n of the round
+            order += [((i + 0.5) / n, family, p) for i, p in enumerate(chosen)]
+        order.sort(key=lambda item: (item[0], item[1]))
+        plan += [p for _, _, p in order]
+    return plan
 
 
 def _soft_labels(logits: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,202 @@
+"""The statistical law test on the real model: speculative sampling draws what plain sampling draws.
+
+SmolLM2-135M-Instruct at temperature 1, a fixed prompt.  Plain sampling draws the first token
+from one target row, ``q1 = q(. | prompt)``, and the second, given the first ``x``, from another,
+``q2 = q(. | prompt, x)``: both rows are computed exactly here.  speclib's speculative loop draws
+``N`` continuations of two tokens (``k = 2``: both usually come from one verification) with the
+trained EAGLE draft (:mod:`speclib.lm.smollm_draft`), and ``N`` first tokens with prompt lookup;
+Pearson's chi-square test (:func:`speclib.core.stats.chi_square_test`, outcomes expected fewer
+than 5 times pooled into one cell) compares the counts of the first token with ``q1`` and those
+of the second token after the most frequent first token with ``q2``.
+
+Threshold: the law holds unless a p-value falls below ``ALPHA_LEVEL`` = 1e-3.  Seeded, so each
+outcome is fixed; a correct loop fails with probability 1e-3 per test over seeds.  Negative
+controls, the same test on the same draws' machinery: a verifier that draws the replacement
+after a rejection from ``q`` instead of the residual ``max(0, q - p)/Z``, and one that accepts
+every draft; each must fail (p-value below ``ALPHA_LEVEL``).
+
+Each run starts from the prompt already read (``FeatureTarget.reuse``: a rollback to the
+prompt, not a new pass over it), and the target's passes go through :class:`_RememberedCache`,
+which runs each distinct pass once and remembers its rows and features (the rows of a pass
+depend only on the tokens read, so the law is unchanged; the verification passes of ``N`` runs
+from one prompt repeat a few dozen distinct ones).  The drafts and every random choice are the
+loop's own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from speclib.book.broken import RESAMPLE_FROM_TARGET, Variant
+from speclib.core.decoding import speculative_generate
+from speclib.core.proposers import PromptLookup
+from speclib.core.stats import chi_square_test
+from speclib.lm.drafters import FeatureTarget
+
+pytestmark = pytest.mark.law
+
+#: Reject "the loop draws from the target" when a p-value falls below this.
+ALPHA_LEVEL = 1e-3
+#: Runs per test (of the loop with the trained draft, and with prompt lookup).
+N_EAGLE = 1500
+N_LOOKUP = 1500
+#: Runs of each negative control.
+N_CONTROL = 600
+#: A prompt whose next token is neither certain nor flat, and whose tail occurs earlier in it
+#: (so that prompt lookup proposes a token the target might well write).
+PROMPT = "red, green, blue; red, green, blue; red, green,"
+
+ACCEPT_ALL = Variant("accept every draft", "keep every drafted token", accept=lambda p_x, q_x: 1.0)
+
+
+class _RememberedCache:
+    """A features-keeping cache of the real model that runs each distinct pass once.
+
+    It holds a sequence of tokens, as a cache does (``extend``, ``rollback``, ``features``);
+    ``extend(tokens)`` after a sequence ``s`` returns the rows the model's cache returns for
+    ``tokens`` after ``s``, computed by the real cache the first time ``(s, tokens)`` is asked
+    for and remembered afterwards.
+    """
+
+    keep_features = True
+    trusted_rows = True
+
+    def __init__(self, cache) -> None:
+        self.real, self.model = cache, cache.model
+        self._tokens = [int(t) for t in cache.tokens]
+        self._features = [row for row in cache.features.copy()]
+        self._base = len(cache)
+        self._memo: dict = {}
+        self.passes = self.calls = 0
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+    @property
+    def tokens(self) -> np.ndarray:
+        return np.array(self._tokens, dtype=np.int64)
+
+    @property
+    def features(self) -> np.ndarray:
+        return np.array(self._features, dtype=np.float32).reshape(len(self._tokens), -1)
+
+    def extend(self, tokens) -> np.ndarray:
+        tokens = [int(t) for t in np.asarray(tokens).reshape(-1)]
+        key = (tuple(self._tokens[self._base:]), tuple(tokens))
+        self.calls += 1
+        if key not in self._memo:
+            self.passes += 1
+            real = self.real
+            have = real.tokens.tolist()
+            same = 0
+            while same < min(len(have), len(self._tokens)) and have[same] == self._tokens[same]:
+                same += 1
+            real.rollback(same)
+            if same < len(self._tokens):
+                real.extend(self._tokens[same:])
+            rows = real.extend(tokens)
+            self._memo[key] = (rows, real.features[-len(tokens):].copy())
+        rows, feats = self._memo[key]
+        self._tokens += tokens
+        self._features += list(feats)
+        return rows
+
+    def rollback(self, length: int) -> None:
+        del self._tokens[length:]
+        del self._features[length:]
+
+
+@pytest.fixture(scope="module")
+def model():
+    from speclib.lm.kernel import available
+    from speclib.lm.smollm import load_smollm2
+
+    return load_smollm2("q8", temperature=1.0).with_compiled(available())
+
+
+@pytest.fixture(scope="module")
+def prompt(model):
+    return model.tokenizer.encode(PROMPT)
+
+
+@pytest.fixture(scope="module")
+def q1(model, prompt):
+    return model(prompt)[-1]
+
+
+def _cache(model, prompt) -> _RememberedCache:
+    cache = model.cache(features=True)
+    cache.extend(prompt[:-1])
+    return _RememberedCache(cache)
+
+
+def _draws(target: FeatureTarget, proposer, prompt, n: int, length: int, k: int, seed: int, verifier=None):
+    """``n`` runs of the loop from ``prompt``: the tokens of each, ``(n, length)``; and the cache used."""
+    cache = _cache(target.model, prompt)
+    target.reuse(cache)
+    rng = np.random.default_rng(seed)
+    try:
+        out = np.array([speculative_generate(target, proposer, prompt, length, k, rng=rng, verifier=verifier)[0]
+                        for _ in range(n)])
+    finally:
+        target.reuse(None)
+    return out, cache
+
+
+def _pvalues(model, prompt, draws: np.ndarray, q1: np.ndarray) -> tuple[float, float]:
+    """The chi-square p-values of the first tokens against ``q1`` and of the second tokens after the
+    most frequent first token ``x`` against ``q(. | prompt, x)``."""
+    first = chi_square_test(np.bincount(draws[:, 0], minlength=q1.size), q1).pvalue
+    x = int(np.bincount(draws[:, 0]).argmax())
+    q2 = model(np.append(prompt, x))[-1]
+    second = chi_square_test(np.bincount(draws[draws[:, 0] == x, 1], minlength=q2.size), q2).pvalue
+    return first, second
+
+
+def _passes(pvalues: tuple[float, float]) -> bool:
+    """The test: neither p-value below ALPHA_LEVEL."""
+    return min(pvalues) > ALPHA_LEVEL
+
+
+# --------------------------------------------------------------------------- the trained draft
+
+
+@pytest.fixture(scope="module")
+def eagle(model):
+    from speclib.lm.smollm_draft import DRAFT_FILE, load_draft
+
+    if not DRAFT_FILE.is_file():
+        pytest.skip("the draft is not trained yet (training/train_smollm_draft.py)")
+    return load_draft(model)
+
+
+def test_the_trained_draft_draws_the_first_two_tokens_from_the_target(model, prompt, q1, eagle):
+    draws, cache = _draws(eagle.target, eagle, prompt, N_EAGLE, 2, 2, seed=3)
+    assert cache.passes < cache.calls / 4  # most runs repeated a verification pass already run
+    assert _passes(_pvalues(model, prompt, draws, q1))
+
+
+@pytest.mark.parametrize("variant", [RESAMPLE_FROM_TARGET, ACCEPT_ALL], ids=lambda v: v.name)
+def test_the_trained_draft_with_a_faulty_verifier_fails_the_same_test(model, prompt, q1, eagle, variant):
+    draws, _ = _draws(eagle.target, eagle, prompt, N_CONTROL, 2, 2, seed=4, verifier=variant.verifier)
+    assert not _passes(_pvalues(model, prompt, draws, q1))
+
+
+# --------------------------------------------------------------------------- prompt lookup
+
+
+def test_prompt_lookup_draws_the_first_two_tokens_from_the_target(model, prompt, q1):
+    lookup = PromptLookup()
+    lookup.start(prompt, model.vocab_size)
+    drafted = int(lookup.propose(prompt, 1, None, None, None).tokens[0])
+    assert 0.05 < q1[drafted] < 0.995  # a draft the target may accept or reject: both paths are exercised
+    draws, cache = _draws(FeatureTarget(model), PromptLookup(), prompt, N_LOOKUP, 2, 2, seed=1)
+    assert cache.passes < cache.calls / 4
+    assert _passes(_pvalues(model, prompt, draws, q1))
+
+
+def test_prompt_lookup_with_a_faulty_verifier_fails_the_same_test(model, prompt, q1):
+    draws, _ = _draws(FeatureTarget(model), PromptLookup(), prompt, N_CONTROL, 2, 2, seed=2,
+                      verifier=RESAMPLE_FROM_TARGET.verifier)
+    assert not _passes(_pvalues(model, prompt, draws, q1))
