@@ -74,7 +74,7 @@ SETTINGS = {
     "d_ff": 1536,  # the block's feed-forward width (the target's own)
     "context": 128,  # prompt tokens the draft reads before the answer in the loop
     # training
-    "steps": 600, "batch": 4, "lr": 2e-3, "warmup": 30, "noise": 0.05, "ttt_depth": 3,
+    "steps": 2400, "batch": 4, "lr": 2e-3, "warmup": 30, "noise": 0.1, "ttt_depth": 3,
     "l1_weight": 0.2, "soft_weight": 1.0, "tv_weight": 1.0,
     "window": 256,  # entries per training sequence (a random stretch of an answer with its prompt)
 }
