@@ -22,7 +22,7 @@ _EXPORTS = {
     "lm.models": ("FixedContextModel", "MarkovModel", "Model", "fixed_pair", "markov_pair", "noisy_draft"),
     "core.sampling": ("Verification", "acceptance_rate", "residual_distribution", "sample_token", "verify"),
     "core.theory": ("expected_tokens_per_pass", "operations_factor", "optimal_k", "tokens_per_step_pmf",
-                    "tokens_per_step_variance", "walltime_speedup"),
+                    "tokens_per_step_variance", "speedup_in_passes", "walltime_speedup"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 
@@ -68,6 +68,7 @@ __all__ = [
     "residual_distribution",
     "sample_token",
     "speculative_generate",
+    "speedup_in_passes",
     "target_sequence_distribution",
     "tokens_per_step_pmf",
     "tokens_per_step_variance",

@@ -137,3 +137,45 @@ def test_the_stepped_comparison_sees_a_different_network_and_a_wrong_rollback():
             return Cache()
 
     assert stepped_logit_difference(a, ForgetsRollbacks(a), ids) > 0.1
+
+
+# --- data that the shipped record hides ----------------------------------------------------------
+# On the shipped record the drafter with the highest measured speed-up also has the highest
+# prediction, Medusa's best k is within its heads, and every drafter ran at settings.ks: a
+# summary or a check that confused those would still pass on it.  These records make them differ.
+
+def test_the_best_drafter_is_the_fastest_measured_not_the_fastest_predicted(record):
+    import copy
+
+    rec = copy.deepcopy(record)
+    for name in rec["cost"]:  # the pair's prediction becomes the highest ...
+        rec["cost"][name]["c"] = 1e-4 if name == "pair" else 1.0
+    for name, run in rec["drafters"].items():  # ... and its measurement the lowest
+        fast = name == "early-exit"
+        run.update(best_speedup=3.0 if fast else 0.5, best_q25=2.9 if fast else 0.4,
+                   best_q75=3.1 if fast else 0.6)
+    s = accelerator_summary(rec)
+    assert max(s["rows"], key=lambda n: s["rows"][n]["predicted"]) == "pair"  # the data do separate them
+    assert s["best"] == "early-exit"
+
+
+def test_medusa_past_its_heads_is_predicted_from_the_pass_it_makes(record):
+    import copy
+
+    rec = copy.deepcopy(record)
+    medusa = rec["drafters"]["medusa"]
+    k = 7  # beyond its 4 heads: one draft pass proposes 4 tokens, the target verifies 5
+    i = medusa["ks"].index(k)
+    medusa.update(best_k=k, best_speedup=medusa["speedup_median"][i], best_q25=medusa["speedup_q25"][i],
+                  best_q75=medusa["speedup_q75"][i])
+    iso = rec["isolated"]["device"]
+    iso["r"] = [1.0 + 0.1 * (n - 1) for n in iso["n_tokens"]]  # every r(n) its own value
+    s = accelerator_summary(rec, {"medusa": 0.5})
+    row = s["rows"]["medusa"]
+    assert row["k"] == k and row["r"] == s["r_device"][5] != s["r_device"][k + 1]
+    assert math.isclose(row["predicted"], float(expected_tokens_per_pass(0.5, 4)) / (row["c"] + s["r_device"][5]))
+
+
+def test_a_drafter_measured_at_other_draft_lengths_is_refused(record, record_checks):
+    shifted = lambda r: r["drafters"]["eagle"].update(ks=[k + 1 for k in r["drafters"]["eagle"]["ks"]])
+    record_checks[0](check_accelerator_record, record, shifted, "drafters.eagle.ks differs from settings.ks")

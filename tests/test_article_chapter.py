@@ -9,7 +9,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
-from speclib import tokens_per_step_pmf, tokens_per_step_variance, walltime_speedup
+from speclib import tokens_per_step_pmf, tokens_per_step_variance, speedup_in_passes
 from speclib.book import article  # noqa: E402
 from speclib.book import article_figures as af  # noqa: E402
 
@@ -152,8 +152,8 @@ def test_article_outcomes_are_uncorrelated(simulated_steps):
 @pytest.mark.parametrize("alpha, k", [(0.3, 4), (0.5, 1), (0.841, 8), (0.95, 3)])
 def test_break_even_c_is_where_speedup_is_one(alpha, k):
     c = af.break_even_c(alpha, k)
-    assert walltime_speedup(alpha, k, c) == pytest.approx(1.0)
-    assert walltime_speedup(alpha, k, 0.99 * c) > 1.0 > walltime_speedup(alpha, k, 1.01 * c)
+    assert speedup_in_passes(alpha, k, c) == pytest.approx(1.0)
+    assert speedup_in_passes(alpha, k, 0.99 * c) > 1.0 > speedup_in_passes(alpha, k, 1.01 * c)
 
 
 def test_break_even_c_at_k1_is_alpha():

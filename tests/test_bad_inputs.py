@@ -81,13 +81,13 @@ def test_hints_say_what_was_expected(check, answer, expected):
 
 def test_a_right_answer_as_a_string_is_not_accepted():
     """'5.0' compares unequal to 5.0 in the student's own code: a tick would teach the wrong thing."""
-    from speclib.core.theory import walltime_speedup
+    from speclib.core.theory import speedup_in_passes
 
     with pytest.raises(checks.ExerciseError, match="a string"):
-        checks.check_speedup(lambda alpha, k, c: str(walltime_speedup(alpha, k, c)))
+        checks.check_speedup(lambda alpha, k, c: str(speedup_in_passes(alpha, k, c)))
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        checks.check_speedup(lambda alpha, k, c: np.float64(walltime_speedup(alpha, k, c)))  # a numpy float is fine
+        checks.check_speedup(lambda alpha, k, c: np.float64(speedup_in_passes(alpha, k, c)))  # a numpy float is fine
     assert "\u2714" in printed.getvalue()
 
 

@@ -35,3 +35,16 @@ def test_stub():
         raise NotImplementedError
     with pytest.raises(ExerciseError, match="still raises NotImplementedError"):
         check_counter_limit(stub)
+
+
+@pytest.mark.parametrize("close", [
+    lambda a, k: round(kept(a, k) / k, 2),  # rounded to two decimals
+    lambda a, k: kept(a, k) / k + 1e-6,  # off by a millionth
+    lambda a, k: sum(a**j for j in range(1, k + 1)) / (k + 1e-5),  # a slightly wrong denominator
+])
+def test_an_approximate_answer_is_not_accepted(close):
+    """The limit has a closed form, so the check holds answers to 1e-9: an answer that is only
+    close (rounded, or off in its sixth digit) is refused, while the sum written another way
+    (np.mean of the powers, above) passes."""
+    with pytest.raises(ExerciseError, match="too (high|low)"):
+        check_counter_limit(close)

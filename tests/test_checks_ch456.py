@@ -112,7 +112,7 @@ def test_exercise_error_shows_the_hint_without_the_check_s_code():
     assert len(lines) == 1 and lines[0].startswith("\x1b[0;31mExerciseError\x1b[0m: ")
     assert " ".join(lines[0].split()).endswith(" ".join(str(info.value).split()))
     assert max(len(line) for line in lines[0].split("\n")[1:]) <= 88  # wrapped for the book
-    assert "walltime_speedup" not in lines[0]
+    assert "speedup_in_passes" not in lines[0]
 
 
 def test_exercise_error_in_a_kernel_is_one_line():

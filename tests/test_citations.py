@@ -71,7 +71,7 @@ def test_the_citation_reads_as_the_label(entries):
 
 def test_vllm_pages_get_suffixes_in_the_year(entries):
     labels = {label for entry, label in entries if label.startswith("vLLM project")}
-    assert labels == {"vLLM project, 2026a", "vLLM project, 2026b", "vLLM project, 2026c", "vLLM project, 2026d"}
+    assert labels == {f"vLLM project, 2026{s}" for s in "abcde"}
 
 
 def test_the_reference_article_is_named_by_its_title_not_anonymous(entries):

@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from speclib.book import course
+from speclib.book import course, grading
 
 ROOT = Path(__file__).resolve().parents[1]
 FACTS = course.chapter_facts(ROOT)
@@ -159,7 +159,7 @@ def homework():
 
 
 def test_exercise_cells_belong_to_the_exercise_above_until_a_heading():
-    assert course.exercise_cells(homework()) == {"ex-a": [4], "ex-b": [7], "ex-c": [10], "ex-d": [12],
+    assert grading.exercise_cells(homework()) == {"ex-a": [4], "ex-b": [7], "ex-c": [10], "ex-d": [12],
                                                  "ex-e": [15, 17]}
 
 
@@ -167,7 +167,7 @@ def test_grading_a_notebook_runs_it_and_reads_each_self_check(tmp_path):
     path = tmp_path / "homework.ipynb"
     nbformat.write(homework(), path)
     before = path.read_bytes()
-    grades = {g.label: g for g in course.grade_notebook(path, timeout=120)}
+    grades = {g.label: g for g in grading.grade_notebook(path, timeout=120)}
     assert {label: g.status for label, g in grades.items()} == {
         "ex-a": "not attempted", "ex-b": "passed", "ex-c": "failed", "ex-d": "error", "ex-e": "passed"}
     assert "ExerciseError" in grades["ex-c"].message and "NameError" in grades["ex-d"].message
@@ -176,10 +176,10 @@ def test_grading_a_notebook_runs_it_and_reads_each_self_check(tmp_path):
 
 def test_grading_a_notebook_that_was_not_run():
     nb = homework()
-    assert {g.status for g in course.grade_outputs(nb)} == {"error"}
-    assert all("no verdict" in g.message for g in course.grade_outputs(nb))
+    assert {g.status for g in grading.grade_outputs(nb)} == {"error"}
+    assert all("no verdict" in g.message for g in grading.grade_outputs(nb))
     with pytest.raises(FileNotFoundError):
-        course.grade_notebook(Path("/nonexistent/notebook.ipynb"))
+        grading.grade_notebook(Path("/nonexistent/notebook.ipynb"))
 
 
 def test_the_instructors_page_is_generated_from_this_data():
@@ -193,3 +193,16 @@ def test_the_instructors_page_is_generated_from_this_data():
     chapters = [f for f in FACTS if f.exercises]  # as the page selects them
     for table in (course.lecture_table(chapters), course.chapters_table(chapters), course.module_table(chapters)):
         assert table in shown, "the stored page is stale: execute book/instructors.ipynb"
+
+
+def test_the_readme_names_the_chapters_that_need_pytorch():
+    """The README's sentences about requirements-hf.txt name exactly the chapters that import
+    PyTorch or transformers (it once named chapter 14, which runs without them)."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    sentences = [s for s in re.split(r"(?<=[.;])\s+", readme.replace("\n", " ")) if "requirements-hf" in s]
+    named = {int(n) for s in sentences for n in re.findall(r"\b[Cc]hapters? (\d+)", s)}
+    named |= {int(n) for s in sentences for n in re.findall(r"\b[Cc]hapters? \d+ and (\d+)", s)}
+    needs = {int(f.chapter.split("/")[-1][:2]) for f in FACTS if f.needs_hf}
+    assert needs and named == needs, (named, needs)

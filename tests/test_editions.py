@@ -136,6 +136,23 @@ def test_the_instructor_edition_keeps_solutions():
         editions.edition_notebook(CHAPTER, "teacher")
 
 
+def test_a_marked_code_line_is_rewritten_and_every_notebook_ends_with_the_kernel_note():
+    nb = {"cells": [code('x = 1\nLINKS = "myst"  # the notebook editions: LINKS = "notebook"\n'
+                         '    y = 2  # the notebook editions: y = 3\nz = 4  # a comment')], "metadata": {}}
+    for edition in editions.EDITIONS:
+        out = editions.edition_notebook(nb, edition, "05_bonus", INDEX)
+        assert out["cells"][0]["source"] == 'x = 1\nLINKS = "notebook"\n    y = 3\nz = 4  # a comment'
+        assert [c["source"] for c in out["cells"][1:]] == [editions.KERNEL_NOTE]
+    assert "Shut Down" in editions.KERNEL_NOTE and "memory" in editions.KERNEL_NOTE
+
+
+def test_the_editions_instructors_page_links_the_notebooks():
+    page = json.loads((ROOT / "instructor" / "instructors.ipynb").read_text(encoding="utf-8"))
+    code_text = "\n".join(c["source"] for c in page["cells"] if c["cell_type"] == "code")
+    assert 'LINKS = "notebook"' in code_text and 'LINKS = "myst"' not in code_text
+    assert code_text.count("style=LINKS") == 5
+
+
 # --- the committed editions ---------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

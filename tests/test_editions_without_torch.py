@@ -1,72 +1,113 @@
-"""Chapters 14 and 16 of the student edition as a student without PyTorch runs them: the chapter
-says in one line what to install, and every exercise still runs its self-check.
+"""Chapter 16 of the notebook editions, Run All in a kernel without PyTorch and transformers (what
+requirements.txt alone, and so Binder, gives): it runs to its end and through its exercises.
 
-The kernel is made to lack PyTorch and transformers (``sys.modules[name] = None`` makes their
-import fail as if they were not installed), which is what requirements.txt alone, and so Binder,
-gives.  The student runs the chapter from the top; where a cell stops the chapter, they go on
-at its exercises.
+JupyterLab's Run All stops at the first cell that raises, unless the cell is tagged
+``raises-exception`` (the exercises' stubs and self-checks are); nbclient with errors not allowed
+stops at the same cells, so a run that ends is a Run All that ends.  The kernel is made to lack
+the packages by ``sys.modules[name] = None``, which makes their import fail as if they were not
+installed.  The student's run must: say in its first code cell what to install, with the
+CPU-only index; skip each cell that needs the packages with one line; raise no SystemExit; and
+reach every self-check, which reports the untouched stub.  The instructor's run must pass every
+self-check without the packages.
 """
 
-import json
+import copy
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from speclib.book import optional
+
 ROOT = Path(__file__).resolve().parents[1]
+CHAPTER = "16_models_and_engines"
 BLOCK = "import sys\nfor name in ('torch', 'transformers'):\n    sys.modules[name] = None"
 
 
-def run_as_student(path: Path):
-    """Run the notebook cell by cell without PyTorch; after an error in a cell not tagged
-    ``raises-exception`` (a stop), skip to the first code cell of the Exercises section.
-    Returns (the stop's error output or None, {cell index: error output} of the other cells)."""
-    nb = nbformat.read(path, as_version=4)
+def run_all_without_torch(nb, folder: Path):
+    """Run All, as JupyterLab does, with the packages blocked; returns the executed notebook
+    (nbclient raises CellExecutionError where Run All would stop)."""
+    nb = copy.deepcopy(nb)
     nb.cells.insert(0, nbformat.v4.new_code_cell(BLOCK))
-    exercises = next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "## Exercises" in c.source)
-    client = NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(path.parent)}})
-    stop, errors, i = None, {}, 0
-    with client.setup_kernel():
-        while i < len(nb.cells):
-            cell = nb.cells[i]
-            if cell.cell_type == "code":
-                client.execute_cell(cell, i)
-                error = next((o for o in cell.outputs if o.output_type == "error"), None)
-                expected = "raises-exception" in cell.metadata.get("tags", [])
-                if error is not None and not expected and stop is None and i < exercises:
-                    stop, i = error, exercises
-                    continue
-                if error is not None:
-                    errors[i] = error
-            i += 1
-    return nb, stop, errors
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=False,
+                   resources={"metadata": {"path": str(folder)}}).execute()
+    return nb
 
 
-@pytest.mark.parametrize("chapter", ["16_models_and_engines"])
-def test_without_pytorch_the_exercises_still_check(chapter):
-    nb, stop, errors = run_as_student(ROOT / "student" / f"{chapter}.ipynb")
-    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
-                      if o.output_type == "stream")
-    said = (stop.evalue if stop is not None else "") + printed
-    assert "%pip install -r ../requirements-hf.txt" in said, "the chapter does not say what to install"
-    if stop is not None:  # a stop is the chapter's own one-line message, nothing else
-        assert stop.ename == "SystemExit" and "\n" not in stop.evalue, stop
-    checked = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "check_" in c.source
-               and "raises-exception" in c.metadata.get("tags", [])]
-    assert len(checked) >= 2, f"{chapter}: no self-check cells found"
-    for i in checked:
-        assert i in errors and errors[i].ename == "ExerciseError", (chapter, nb.cells[i].source, errors.get(i))
-        assert "still raises NotImplementedError" in errors[i].evalue
-    others = {i: f"{e.ename}: {e.evalue}" for i, e in errors.items() if i not in checked
-              and "raises-exception" not in nb.cells[i].metadata.get("tags", [])}
-    assert others == {}, f"{chapter}: cells fail without PyTorch"
+def printed(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
+def read(edition: str):
+    return nbformat.read(ROOT / edition / f"{CHAPTER}.ipynb", as_version=4)
+
+
+def exercises_start(nb) -> int:
+    return next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("## Exercises"))
+
+
+@pytest.fixture(scope="module")
+def instructor():
+    """The whole chapter with its solutions (one run: the chapter takes tens of seconds)."""
+    return run_all_without_torch(read("instructor"), ROOT / "instructor")
+
+
+def test_run_all_reaches_the_end_and_the_first_code_cell_says_what_to_install(instructor):
+    code = [c for c in instructor.cells[1:] if c.cell_type == "code"]
+    assert all(c.execution_count is not None for c in code), "Run All stopped before the end"
+    first = next(c for c in code if "speclib set-up cell" not in c.source)
+    assert printed(first).strip() == optional.MISSING
+    assert "%pip install -r ../requirements-hf.txt --extra-index-url https://download.pytorch.org/whl/cpu" \
+        in printed(first)
+    errors = [o for c in code for o in c.outputs if o.output_type == "error"]
+    assert not [e for e in errors if e.ename == "SystemExit"]
+
+
+def test_each_cell_that_needs_torch_skips_with_one_line(instructor):
+    marked = [c for c in instructor.cells if c.cell_type == "code" and c.source.startswith("%%needs_torch")]
+    assert len(marked) >= 10
+    for cell in marked:
+        assert [o.output_type for o in cell.outputs] == ["stream"] and printed(cell) == optional.SKIPPED + "\n"
+
+
+def test_the_instructor_edition_passes_every_check_without_torch(instructor):
+    solved = [c for c in instructor.cells if c.cell_type == "code" and "check_" in c.source
+              and "raises-exception" not in c.metadata.get("tags", [])]
+    assert len(solved) >= 3
+    for cell in solved:
+        assert "\u2714" in printed(cell), cell.source
+
+
+def test_the_student_s_run_all_reaches_every_exercise_and_its_check_runs():
+    """The student edition holds the same cells as the instructor's down to the exercises (so its
+    Run All gets there, as the instructor's run above shows); from there its stubs' self-checks
+    run, each reporting the untouched stub, and Run All goes on to the end."""
+    student, teacher = read("student"), read("instructor")
+    head = exercises_start(student)
+    assert head == exercises_start(teacher)
+    assert [(c.cell_type, c.source) for c in student.cells[:head]] == \
+        [(c.cell_type, c.source) for c in teacher.cells[:head]]
+    setup = [c for c in student.cells[:head] if c.cell_type == "code"][:3]  # set-up, first cell, imports
+    assert "import inspect" in setup[2].source
+    short = copy.deepcopy(student)
+    short.cells = setup + student.cells[head:]
+    nb = run_all_without_torch(short, ROOT / "student")
+    checks = [c for c in nb.cells if c.cell_type == "code" and "check_" in c.source]
+    assert len(checks) >= 3, "no self-check cells found"
+    for cell in checks:
+        (error,) = [o for o in cell.outputs if o.output_type == "error"]
+        assert error.ename == "ExerciseError" and "still raises NotImplementedError" in error.evalue
 
 
 def test_the_block_works():
-    """Negative control: in a kernel run the same way, importing torch does fail."""
+    """Negative control: in a kernel run the same way, importing torch does fail, and a Run All
+    whose cell raises stops there."""
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(BLOCK), nbformat.v4.new_code_cell("import torch")]
     NotebookClient(nb, timeout=60, kernel_name="python3", allow_errors=True).execute()
     assert nb.cells[1].outputs[0]["ename"] in ("ImportError", "ModuleNotFoundError")
+    from nbclient.exceptions import CellExecutionError
+
+    with pytest.raises(CellExecutionError):
+        NotebookClient(nb, timeout=60, kernel_name="python3", allow_errors=False).execute()

@@ -8,6 +8,13 @@ it); headless Chromium opens two chapters and reads what their Markdown cells sh
 saved under the test's temporary folder; the test prints where.  As a negative control the same
 chapter from book/, whose Markdown still holds myst-nb's glue roles, is opened too: it must fail
 the same checks, so they can fail.  Needs Chromium, as tests/test_rendered_html.py does.
+
+Run All is clicked as a reader clicks it (JupyterLab's own command): in a student chapter it runs
+to the end, past the exercises' stubs and checks (tagged raises-exception), and the chapter's
+explorer redraws when its slider moves; in the instructors' page of the instructor edition the
+tables name every exercise "Exercise N" and link the chapters' notebooks, which a click opens.
+The book's own instructors' page, run the same way, shows what the editions fix ("Exercise
+{number}", links without .ipynb): the negative control.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import json
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -64,8 +72,10 @@ def lab(tmp_path_factory):
     except FileNotFoundError as err:
         pytest.fail(str(err))
     served = tmp_path_factory.mktemp("served")
-    for folder in ("student", "book"):
+    for folder in ("student", "instructor", "book"):
         shutil.copytree(ROOT / folder, served / folder, ignore=shutil.ignore_patterns(".*"))
+    for name in ("_toc.yml", "_config.yml"):  # what the instructors' page reads the chapters by
+        shutil.copy(ROOT / name, served / name)
     with lab_check.JupyterLab(served) as server, lab_check.Browser(width=1200, height=900, timeout=90) as browser:
         yield server, browser
 
@@ -117,3 +127,62 @@ def test_the_book_s_own_notebook_fails_the_same_checks(lab, tmp_path):
     print(f"\nscreenshot of book/{CHAPTERS[0]}.ipynb (glue roles unresolved) in JupyterLab: {shot}")
     found = problems(view, CHAPTERS[0])
     assert any(p.startswith("glued values not shown") for p in found), found
+
+
+def outputs_text(browser) -> str:
+    return browser.evaluate("[...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) "
+                            ".jp-OutputArea-output')].map(e => e.innerText).join('\\n')")
+
+
+def test_run_all_runs_a_student_chapter_to_its_end_and_its_explorer_redraws(lab, tmp_path):
+    server, browser = lab
+    browser.open_notebook(server, "student/02_drafting.ipynb")
+    cells = browser.run_all()
+    assert all(c["count"] is not None for c in cells), "Run All stopped before the end"
+    stubs = [c for c in cells if any(o.get("ename") == "ExerciseError" for o in c["outputs"])]
+    assert stubs and all("raises-exception" in c["tags"] for c in stubs)
+    assert cells.index(stubs[0]) < len(cells) - 1, "a cell after the first exercise's error ran"
+    assert browser.scroll_to(".jp-OutputArea-output .widget-image")
+    before = browser.evaluate("document.querySelector('.jp-OutputArea-output .widget-image').src")
+    assert browser.evaluate("(() => { const h = document.querySelector('.jp-OutputArea-output .noUi-handle'); "
+                            "h.focus(); return document.activeElement === h; })()")
+    for kind in ("keyDown", "keyUp") * 2:  # two presses of the right arrow on the draft-noise slider
+        browser.call("Input.dispatchKeyEvent", {"type": kind, "key": "ArrowRight", "code": "ArrowRight",
+                                                "windowsVirtualKeyCode": 39})
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        after = browser.evaluate("document.querySelector('.jp-OutputArea-output .widget-image').src")
+        if after != before:
+            break
+        time.sleep(0.5)
+    shot = browser.screenshot(tmp_path / "02-explorer.png")
+    print(f"\nscreenshot of the explorer after the slider moved: {shot}")
+    assert after != before, "the explorer did not redraw when its slider moved"
+
+
+def test_the_instructors_page_numbers_its_exercises_and_its_links_open_the_chapters(lab, tmp_path):
+    server, browser = lab
+    browser.open_notebook(server, "instructor/instructors.ipynb")
+    cells = browser.run_all()
+    assert all(c["count"] is not None for c in cells)
+    shown = outputs_text(browser)
+    assert "{number}" not in shown and "{doc}" not in shown and "{numref}" not in shown
+    links = browser.links()
+    exercises = [link for link in links if re.fullmatch(r"Exercise \d+", link["text"].strip())]
+    assert len(exercises) == shown.count("Exercise ") and len(exercises) >= 40
+    assert all(re.search(r"/instructor/\d\d_\w+\.ipynb(\?|$)", link["resolved"]) for link in links), links[:3]
+    shot = browser.screenshot(tmp_path / "instructors.png")
+    print(f"\nscreenshot of the instructors' page: {shot}")
+    first = exercises[0]["resolved"].split("?")[0].rsplit("/", 1)[1]
+    assert browser.click_link("Exercise 1") == f"instructor/{first}"
+
+
+def test_the_book_s_own_instructors_page_shows_what_the_editions_fix(lab):
+    """Negative control: the page as book/ holds it, run in JupyterLab, shows the MyST roles that only
+    the book's build resolves: what the checks above would catch."""
+    server, browser = lab
+    browser.open_notebook(server, "book/instructors.ipynb")
+    browser.run_all()
+    shown = outputs_text(browser)
+    assert "Exercise {number}" in shown
+    assert not any(link["resolved"].split("?")[0].endswith(".ipynb") for link in browser.links())

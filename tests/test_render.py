@@ -321,6 +321,22 @@ def test_ranking_names_a_leader_only_when_its_interval_separates():
         ranking_sentence({"a": (0.5, 0.4, 0.6)})
 
 
+def test_ranking_says_below_only_of_the_intervals_that_separate():
+    """Chapter 12's case: a setting below the leader's interval that still overlaps the other two
+    of the leading group is below the leader only, not "below them"."""
+    from speclib.book.render import ranking_sentence
+
+    estimates = {"heuristic": (1.02, 0.98, 1.06), "p_min": (0.94, 0.90, 0.98),
+                 "fallback": (0.88, 0.75, 1.01), "fixed": (0.86, 0.76, 0.97)}
+    sentence = ranking_sentence(estimates, what="speed-up")
+    assert "below them" not in sentence and "below both" not in sentence, sentence
+    assert "fixed at 0.86 (0.76 to 0.97) is below heuristic, and its interval overlaps those of p_min and fallback" \
+        in sentence
+    # negative control: a setting below every interval of the group is below all of them
+    estimates["fixed"] = (0.60, 0.55, 0.65)
+    assert "fixed is below them at 0.60 (0.55 to 0.65)" in ranking_sentence(estimates, what="speed-up")
+
+
 def test_bounded_prints_a_bound_for_what_rounding_decides():
     import sys
     from pathlib import Path

@@ -13,6 +13,7 @@ broken by hand (an `aligned` environment) to fit.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -99,9 +100,102 @@ def test_no_display_formula_is_wider_than_its_column(reports):
     assert not too_wide, f"display formulas wider than the column at a {WIDTH} px window:\n" + "\n".join(too_wide)
 
 
-def test_no_code_block_scrolls_sideways(reports):
+def test_no_output_block_scrolls_sideways(reports):
+    """Printed output wraps at the column's edge; only a listing, which must keep its lines
+    whole, may scroll (see the next test)."""
     scrolling = [f"{name}: {text!r}" for name, report in reports.items() for text in report.scrolling]
-    assert not scrolling, "code or output blocks wider than the column:\n" + "\n".join(scrolling[:20])
+    assert not scrolling, "output blocks wider than the column:\n" + "\n".join(scrolling[:20])
+
+
+def _lost(reports) -> list[str]:
+    return [f"{name}: {'listing' if w['listing'] else 'output'}: {w['line']!r}"
+            for name, report in reports.items() for w in report.lost_indentation()]
+
+
+def _wide(reports) -> list[str]:
+    return [f"{name}: {t['width']:.0f} px in {t['room']:.0f} px: {t['head']!r}"
+            for name, report in reports.items() for t in report.wide_tables()]
+
+
+def test_no_listing_wraps_and_loses_its_indentation(reports):
+    """A line of code that wraps goes on at the left edge and reads as the next statement at the
+    outer level.  Every line of a listing stays whole (it fits the column or its block scrolls),
+    and so does every indented line of printed output (printed code, aligned columns)."""
+    lost = _lost(reports)
+    assert not lost, (f"lines that wrap and lose their indentation at a {WIDTH} px window (shorten them, or "
+                      "print code as a listing):\n" + "\n".join(lost[:30]))
+
+
+def test_every_table_fits_its_column(reports):
+    tables = sum(len(r.tables) for r in reports.values())
+    assert tables > 20, f"only {tables} tables measured"
+    wide = _wide(reports)
+    assert not wide, (f"tables wider than the column at a {WIDTH} px window (the narrowest column of the wide "
+                      "layout; fewer or shorter columns):\n" + "\n".join(wide))
+
+
+def test_the_layout_checks_catch_wrapped_listings_and_wide_tables(html_root):
+    """Negative control on a real page: with the book's former style (listings wrapped at the
+    column's edge) and a table forced wider than the column, both checks fail."""
+    try:
+        render_check.find_chromium()
+    except FileNotFoundError as err:
+        pytest.fail(str(err))
+    page = html_root / "book" / "09_bug_zoo.html"
+    with render_check.Chromium(width=WIDTH) as browser:
+        browser.load(page)
+        browser.evaluate("document.head.insertAdjacentHTML('beforeend', '<style>div.highlight pre "
+                         "{white-space: pre-wrap !important} article table {min-width: 900px}</style>')")
+        broken = {"09_bug_zoo.html": browser.measure(page)}
+    assert any("listing" in line for line in _lost(broken)), "a wrapped listing went unnoticed"
+    assert _wide(broken), "a table wider than the column went unnoticed"
+
+
+#: What a caption should not carry: the machine's state and the software's versions belong to
+#: the record a figure was drawn from (its provenance), not to what the reader is told to see.
+MACHINE_METADATA = re.compile(
+    r"load average|chosen by measurement among|among full, blocks"
+    r"|\b(?:numba|numpy|OpenBLAS|scipy|PyTorch|torch|transformers|vLLM|Python|CUDA)\s+v?\d+\.\d+", re.I)
+
+
+def captions(soup: BeautifulSoup) -> list[str]:
+    """A page's captions, as this book writes them: the paragraph that follows a figure (an image
+    in a cell's output), and a paragraph set wholly in italics (a table's or figure's caption)."""
+    found = []
+    for img in soup.select("article div.cell_output img, article figure img"):
+        holder = img.find_parent("div", class_="cell") or img.find_parent("figure")
+        after = holder.find_next(["p", "h1", "h2", "h3"]) if holder else None
+        if after is not None and after.name == "p":
+            found.append(after.get_text(" ", strip=True))
+    for p in soup.select("article p"):
+        children = [c for c in p.children if getattr(c, "name", None) or str(c).strip()]
+        if len(children) == 1 and getattr(children[0], "name", None) == "em":
+            found.append(p.get_text(" ", strip=True))
+    return found
+
+
+def test_captions_carry_no_machine_metadata(html_root):
+    bad = [f"{name}: {MACHINE_METADATA.search(text).group(0)!r} in {text[:160]!r}"
+           for name, soup in soups(html_root).items() for text in captions(soup) if MACHINE_METADATA.search(text)]
+    assert not bad, "captions carrying machine metadata (say what to see; the record keeps the " \
+                    "provenance):\n" + "\n".join(bad)
+
+
+def test_the_caption_check_reads_captions_and_flags_metadata():
+    page = BeautifulSoup(
+        '<article><div class="cell"><div class="cell_output"><img src="a.png"></div></div>'
+        "<p>Median of 9 repeats, numba 0.67.0, load average 0.3.</p>"
+        "<p><em>Best k per drafter, on the H200.</em></p>"
+        '<div class="cell"><div class="cell_output"><img src="b.png"></div></div>'
+        "<p>The speed-up falls as the batch grows.</p></article>", "html.parser")
+    found = captions(page)
+    assert len(found) == 3
+    assert [bool(MACHINE_METADATA.search(t)) for t in found] == [True, False, False]
+    for bad in ("products chosen by measurement among full, blocks, rows", "numpy 2.2.6 with OpenBLAS 0.3.29",
+                "torch 2.13.0+cpu"):
+        assert MACHINE_METADATA.search(bad), bad
+    for fine in ("the OpenBLAS Haswell kernels", "k = 4 at temperature 1", "r(4) = 1.51"):
+        assert not MACHINE_METADATA.search(fine), fine
 
 
 def test_instructors_page_links_every_exercise_by_its_number(html_root):

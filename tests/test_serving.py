@@ -6,7 +6,7 @@ import pytest
 from speclib.book import serving
 from speclib.book.serving import (PassGrid, ServingRun, batch_speedup, batched_pass_times, k_for_batch,
                                   ragged_waste, serve, serving_grid, speedups)
-from speclib.core.theory import walltime_speedup
+from speclib.core.theory import speedup_in_passes
 from speclib.core.variants import batch_generate
 from speclib.lm.transformer import TransformerConfig, random_transformer
 
@@ -33,21 +33,36 @@ def test_serve_counts_what_the_batch_did():
     assert plain.target_passes == 12 and np.isnan(plain.acceptance) and plain.waste == 0.0
 
 
-def test_grid_has_one_run_per_setting_and_bigger_batches_read_more_tokens():
+def test_grid_keeps_every_run_and_bigger_batches_read_more_tokens():
     target, draft = _pair()
-    runs = serving_grid(target, draft, [1, 4], [0, 2], n_new=6, prompt_length=8)
-    assert [(r.batch_size, r.k) for r in runs] == [(1, 0), (1, 2), (4, 0), (4, 2)]
+    runs = serving_grid(target, draft, [1, 4], [0, 2], n_new=6, prompt_length=8, repeats=3)
+    assert [(r.batch_size, r.k, r.repeat) for r in runs] == [
+        (b, k, i) for b in (1, 4) for k in (0, 2) for i in range(3)]
     tokens = {(r.batch_size, r.k): r.pass_tokens for r in runs}
     assert tokens[(4, 0)] == 4 * tokens[(1, 0)] == 4 * (8 + 5)  # prompt once, then one token a pass
     assert set(speedups(runs)) == {(1, 2), (4, 2)}
+    typical = serving.typical_runs(runs)
+    assert len(typical) == 4 and all(sorted(r.seconds for r in runs if (r.batch_size, r.k) == (t.batch_size, t.k))[1]
+                                     == t.seconds for t in typical)
+
+
+def test_speed_ups_pair_each_run_with_the_plain_run_of_its_repeat():
+    # repeat 1 was slow for both settings alike: paired, its ratio is the same as the others'
+    def run(k, seconds, repeat):
+        return ServingRun(2, k, 10, seconds, 10, 20, 0.7, 0.0, 0.0, repeat=repeat)
+    runs = [run(0, 1.0, 0), run(3, 0.5, 0), run(0, 3.0, 1), run(3, 1.5, 1), run(0, 1.0, 2), run(3, 0.5, 2)]
+    assert serving.speedup_intervals(runs) == {(2, 3): (2.0, 2.0, 2.0)}
+    # unpaired medians (1.0 against 0.5... or 3.0 against 0.5) would not say 2.0 for every run
+    shuffled = [run(0, 1.0, 0), run(3, 1.5, 0), run(0, 3.0, 1), run(3, 0.5, 1), run(0, 1.0, 2), run(3, 0.5, 2)]
+    assert serving.speedup_intervals(shuffled)[(2, 3)] == (2.0, 1 / 1.5, 6.0)
 
 
 def test_batch_cost_model_reduces_to_the_books_formula_at_batch_one():
-    # One sequence, a verification pass costing what a single-token pass costs: walltime_speedup.
+    # One sequence, a verification pass costing what a single-token pass costs: speedup_in_passes.
     grid = PassGrid(np.array([1]), np.array([1, 2, 3, 4, 5]), np.full((1, 5), 2.0))
     for alpha, k, c in [(0.7, 3, 0.1), (0.9, 4, 0.05), (0.5, 1, 0.0)]:
         assert batch_speedup(alpha, k, 1, grid, draft_seconds=2.0 * c) == pytest.approx(
-            walltime_speedup(alpha, k, c))
+            speedup_in_passes(alpha, k, c))
 
 
 def test_the_policy_turns_speculation_down_as_passes_stop_being_flat():

@@ -60,6 +60,14 @@ def test_the_builder_is_deterministic_and_its_seed_only_moves_the_training_choic
     assert [p["source"] for p in other["training"]] == [p["source"] for p in built["training"]]
 
 
+def test_what_a_running_program_adds_to_builtins_does_not_change_the_set(built, monkeypatch):
+    import builtins
+
+    # IPython adds display() to builtins when a shell starts in the process (as a test may).
+    monkeypatch.setattr(builtins, "display", lambda *args: None, raising=False)
+    assert build_tasks() == built
+
+
 def test_the_stored_file_is_what_the_script_writes_on_the_python_that_wrote_it(stored, built):
     import smollm_tasks as script
 
@@ -134,3 +142,7 @@ def test_bad_arguments_are_refused_by_name(stored, tmp_path):
         load_tasks(tmp_path / "bad.json")
     with pytest.raises(ValueError, match="seed"):
         build_tasks(seed=-1)
+    with pytest.raises(ValueError, match="tasks: expected a task set"):
+        training_prompts({"evaluation": []})
+    with pytest.raises(TypeError, match="text"):
+        smollm_tasks.long_lines(None)

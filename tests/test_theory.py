@@ -9,7 +9,7 @@ from speclib import (
     optimal_k,
     tokens_per_step_pmf,
     tokens_per_step_variance,
-    walltime_speedup,
+    speedup_in_passes,
 )
 
 
@@ -46,7 +46,7 @@ TABLE_1 = [
 
 @pytest.mark.parametrize("alpha, k, ops, speed", TABLE_1)
 def test_leviathan_table_1(alpha, k, ops, speed):
-    assert round(walltime_speedup(alpha, k, 0.0), 2) == speed
+    assert round(speedup_in_passes(alpha, k, 0.0), 2) == speed
     assert round(operations_factor(alpha, k, 0.0), 2) == ops
 
 
@@ -75,17 +75,29 @@ def test_variance_hand_computed():
     assert tokens_per_step_variance(1.0, 4) == 0.0
 
 
-def test_walltime_speedup_hand_computed():
+def test_speedup_in_passes_hand_computed():
     # alpha 0.8, k 2, c 0.1: (1 + 0.8 + 0.64) / 1.2
-    assert walltime_speedup(0.8, 2, 0.1) == pytest.approx(2.44 / 1.2)
-    assert walltime_speedup(0.5, 0, 0.3) == 1.0
+    assert speedup_in_passes(0.8, 2, 0.1) == pytest.approx(2.44 / 1.2)
+    assert speedup_in_passes(0.5, 0, 0.3) == 1.0
+
+
+def test_the_former_name_still_runs_and_says_what_it_is_now():
+    """``walltime_speedup`` was the name of a speed-up counted in target passes: code that calls
+    it keeps working, with a warning that names ``speedup_in_passes``."""
+    import speclib
+    from speclib.core.theory import walltime_speedup
+
+    with pytest.warns(DeprecationWarning, match="speedup_in_passes"):
+        assert walltime_speedup(0.8, 2, 0.1) == speedup_in_passes(0.8, 2, 0.1)
+    with pytest.warns(DeprecationWarning):
+        assert speclib.walltime_speedup(0.7, 3, 0.05) == speclib.speedup_in_passes(0.7, 3, 0.05)
 
 
 def test_optimal_k_matches_brute_force():
     for alpha in [0.5, 0.7, 0.8, 0.9, 0.95]:
         for c in [0.0, 0.01, 0.05, 0.2]:
             ks = range(1, 33)
-            best = max(ks, key=lambda k: (walltime_speedup(alpha, k, c), -k))
+            best = max(ks, key=lambda k: (speedup_in_passes(alpha, k, c), -k))
             assert optimal_k(alpha, c, k_max=32) == best
 
 
@@ -94,7 +106,7 @@ def test_optimal_k_zero_exactly_when_alpha_at_most_c():
         assert optimal_k(alpha, c) == 0
     for alpha, c in [(0.31, 0.3), (0.6, 0.5), (0.1, 0.05)]:
         assert optimal_k(alpha, c) >= 1
-        assert walltime_speedup(alpha, optimal_k(alpha, c), c) > 1
+        assert speedup_in_passes(alpha, optimal_k(alpha, c), c) > 1
 
 
 def test_optimal_k_perfect_draft_free_is_k_max():

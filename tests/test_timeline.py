@@ -85,9 +85,10 @@ def test_counts_agree_in_number(blocks):
 
 
 def test_the_overview_draws_its_timeline_at_measured_costs():
-    """Chapter 00's figure and animation pass the measured c and r(k + 1): with the defaults every
-    verification pass would be drawn as one plain pass, the picture issue 28 found contradicting
-    chapter 07's measurement."""
+    """Chapter 00's figure and animation pass the record's c, r(k + 1) and the loop's own time: with
+    the defaults every verification pass would be drawn as one plain pass, the picture issue 28
+    found contradicting chapter 07's measurement (issue 38: the costs are the record's, the
+    stretch its typical one)."""
     import json
     import re
     from pathlib import Path
@@ -96,5 +97,58 @@ def test_the_overview_draws_its_timeline_at_measured_costs():
     source = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
     calls = re.findall(r"\b(?:plot_timeline|timeline_animation)\((.*?)\)\s*(?:\)|$)", source, re.S | re.M)
     assert len(calls) >= 2, "the overview no longer draws its timeline and animation"
-    assert all(re.search(r"\br\s*=", call) and re.search(r"\bc\s*=", call) for call in calls), calls
-    assert re.search(r"\b(?:time_pass|pass_times)\(", source)  # the costs are measured, not typed in
+    assert all(re.search(r"\*\*costs\b", call) for call in calls), calls  # c, r, outside, outside_plain
+    for key in ("c/pair/loop/numpy/cpu", "r5/pair/loop/numpy/cpu", "outside/pair/k4/T1/numpy/cpu",
+                "tokens_per_pass/pair/k4/T1/loop"):
+        assert key in source  # the costs and the typical stretch are the record's, not typed in
+    assert "typical_trace(" in source
+
+
+# --- the loop's own time and the typical stretch (issue 38: 00's figure at the record's costs) ----
+
+def test_the_loops_own_work_follows_each_target_pass_and_slows_plain_tokens(blocks):
+    c, r, o, o1 = 0.1, 1.5, 0.3, 0.05
+    boxes = timeline_boxes(blocks, c, r, outside=o, outside_plain=o1)
+    loop = [b for b in boxes if b[3] == "loop"]
+    passes = [b for b in boxes if b[3] == "target"]
+    assert len(loop) == len(blocks)
+    for (_, s, w, _, _), (_, s2, w2, _, _) in zip(passes, loop):
+        assert s2 == pytest.approx(s + w) and w2 == pytest.approx(o)  # right after its pass
+    end = max(s + w for _, s, w, _, _ in loop)
+    assert end == pytest.approx(len(blocks) * (3 * c + r + o))
+    plain = [b for b in boxes if b[0] == "plain"]
+    assert all(w == pytest.approx(1 + o1) for _, _, w, _, _ in plain)
+    assert timeline_boxes(blocks, c, r) == [b for b in timeline_boxes(blocks, c, r, 0.0, 0.0)]  # the default
+    with pytest.raises(ValueError, match="outside"):
+        timeline_boxes(blocks, c, r, outside=-0.1)
+
+
+def test_every_label_stays_inside_the_axes(blocks):
+    import matplotlib.pyplot as plt
+
+    ax = plot_timeline(blocks, c=0.02, decode=lambda t: "abcdefgh"[t], outside=0.2, outside_plain=0.05)
+    fig = ax.figure
+    fig.canvas.draw()
+    box = ax.get_window_extent()
+    for text in ax.texts:
+        if text.get_text().endswith("tokens") or text.get_text().endswith("token"):
+            continue  # the counts stand to the right of the last step, inside the x-limits
+        ext = text.get_window_extent()
+        assert box.x0 - 0.5 <= ext.x0 and ext.x1 <= box.x1 + 0.5 and box.y0 - 0.5 <= ext.y0 and ext.y1 <= box.y1 + 0.5, \
+            text.get_text()
+    plt.close(fig)
+
+
+def test_the_typical_trace_has_the_measured_tokens_per_step():
+    from speclib.book.trace import typical_trace
+
+    target, draft = markov_pair(vocab_size=8, draft_noise=0.5, seed=0)
+    for want in (1.5, 2.5, 3.5):
+        blocks, seed = typical_trace(target, draft, [0], want, n_blocks=4, k=3, seeds=range(60))
+        got = sum(b.verification.tokens.size for b in blocks) / 4
+        assert abs(got - want) <= 0.125 + 1e-12  # a quarter of a token: four steps' resolution, halved
+        again = speculative_trace(target, draft, [0], n_blocks=4, k=3, rng=seed)
+        np.testing.assert_array_equal(trace_tokens(again), trace_tokens(blocks))
+    # negative control: the first seed alone is no typical stretch for every target
+    firsts = {sum(b.verification.tokens.size for b in speculative_trace(target, draft, [0], 4, 3, rng=0)) / 4}
+    assert any(abs(f - w) > 0.125 for f in firsts for w in (1.5, 3.5))

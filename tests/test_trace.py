@@ -141,7 +141,7 @@ def test_trace_markdown_has_one_line_per_row():
     blocks = speculative_trace(target, draft, [0], n_blocks=6, k=3, rng=1)
     md = trace_markdown(blocks, digits=2)
     lines = md.splitlines()
-    assert lines[0].startswith("| block | pos | draft x | p(x) | q(x) | min(1, q/p) | u |")
+    assert lines[0].startswith("| block | pos | x | p(x) | q(x) | min(1, q/p) | u |")
     assert len(lines) == 2 + sum(len(b.rows) for b in blocks)
     first = blocks[0].rows[0]
     assert f"| {first.p_x:.2f} |" in lines[2]

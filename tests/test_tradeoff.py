@@ -5,15 +5,15 @@ import math
 import numpy as np
 import pytest
 
-from speclib import optimal_k, walltime_speedup
+from speclib import optimal_k, speedup_in_passes
 from speclib.core.tradeoff import break_even_alpha, break_even_c, optimal_k_grid, speedup_curve
 
 
-def test_speedup_curve_matches_walltime_speedup():
+def test_speedup_curve_matches_speedup_in_passes():
     curve = speedup_curve(0.7, 0.08, 10)
     assert curve.shape == (11,) and curve[0] == 1.0
     for k in range(1, 11):
-        assert curve[k] == pytest.approx(walltime_speedup(0.7, k, 0.08))
+        assert curve[k] == pytest.approx(speedup_in_passes(0.7, k, 0.08))
     assert np.argmax(curve) == optimal_k(0.7, 0.08, 10)
 
 
@@ -21,15 +21,15 @@ def test_speedup_curve_matches_walltime_speedup():
 @pytest.mark.parametrize("k", [1, 2, 4, 9])
 def test_break_even_c_is_where_speedup_is_one(alpha, k):
     c = break_even_c(alpha, k)
-    assert walltime_speedup(alpha, k, c) == pytest.approx(1.0)
-    assert walltime_speedup(alpha, k, c * 0.99) > 1 > walltime_speedup(alpha, k, c * 1.01)
+    assert speedup_in_passes(alpha, k, c) == pytest.approx(1.0)
+    assert speedup_in_passes(alpha, k, c * 0.99) > 1 > speedup_in_passes(alpha, k, c * 1.01)
 
 
 @pytest.mark.parametrize("c", [0.01, 0.05, 0.2, 0.5, 0.9])
 @pytest.mark.parametrize("k", [1, 2, 4, 9])
 def test_break_even_alpha_is_where_speedup_is_one(c, k):
     a = break_even_alpha(k, c)
-    assert walltime_speedup(a, k, c) == pytest.approx(1.0, abs=1e-10)
+    assert speedup_in_passes(a, k, c) == pytest.approx(1.0, abs=1e-10)
     assert break_even_c(a, k) == pytest.approx(c)
 
 

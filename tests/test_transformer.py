@@ -311,10 +311,10 @@ def test_time_pass_returns_positive_seconds_and_leaves_no_trace():
 
 
 def test_speedup_with_costs_reduces_to_the_theory():
-    from speclib.core.theory import walltime_speedup
+    from speclib.core.theory import speedup_in_passes
 
     for alpha, k, c in [(0.6, 2, 0.1), (0.9, 5, 0.02), (0.0, 1, 0.5)]:
-        assert speedup_with_costs(alpha, k, c, verify_ratio=1.0) == pytest.approx(walltime_speedup(alpha, k, c))
+        assert speedup_with_costs(alpha, k, c, verify_ratio=1.0) == pytest.approx(speedup_in_passes(alpha, k, c))
     # a verification pass costing twice a single pass halves the k = 1 gain at c = 0
     assert speedup_with_costs(1.0, 1, 0.0, verify_ratio=2.0) == pytest.approx(1.0)
 
@@ -380,11 +380,11 @@ def test_blas_threads_restores_the_setting():
 
 
 def test_check_predicted_speedup():
-    from speclib.core.theory import walltime_speedup
+    from speclib.core.theory import speedup_in_passes
 
     checks.check_predicted_speedup(lambda a, k, c, r: speedup_with_costs(a, k, c, r))
     with pytest.raises(checks.ExerciseError, match="textbook"):
-        checks.check_predicted_speedup(lambda a, k, c, r: walltime_speedup(a, k, c))
+        checks.check_predicted_speedup(lambda a, k, c, r: speedup_in_passes(a, k, c))
     with pytest.raises(checks.ExerciseError, match="draft passes"):
         checks.check_predicted_speedup(lambda a, k, c, r: sum(a**j for j in range(k + 1)) / ((k + 1) * c + r))
 

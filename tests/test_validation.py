@@ -13,7 +13,7 @@ from speclib import (
     speculative_generate,
     tokens_per_step_pmf,
     verify,
-    walltime_speedup,
+    speedup_in_passes,
 )
 
 P2 = np.full((2, 3), 1 / 3)
@@ -42,8 +42,8 @@ Q3 = np.full((3, 3), 1 / 3)
         (lambda: expected_tokens_per_pass(0.5, 0), ValueError, r"k: must be >= 1"),
         (lambda: expected_tokens_per_pass(0.5, 2.0), TypeError, r"k: expected an integer"),
         (lambda: tokens_per_step_pmf(-0.1, 3), ValueError, r"alpha"),
-        (lambda: walltime_speedup(0.5, 3, -1.0), ValueError, r"c: must be >= 0"),
-        (lambda: walltime_speedup(0.5, 3, np.inf), ValueError, r"c: must be finite"),
+        (lambda: speedup_in_passes(0.5, 3, -1.0), ValueError, r"c: must be >= 0"),
+        (lambda: speedup_in_passes(0.5, 3, np.inf), ValueError, r"c: must be finite"),
         (lambda: optimal_k(0.5, 0.1, k_max=0), ValueError, r"k_max: must be >= 1"),
     ],
 )

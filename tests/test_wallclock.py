@@ -9,7 +9,7 @@ from speclib.book.wallclock import (block_pass_differences, greedy_divergence, p
                                     speedup_with_fixed, wallclock_experiment)
 from speclib.lm.transformer import speedup_with_costs as predicted_speedup
 from speclib.core.sampling import acceptance_rate
-from speclib.core.theory import walltime_speedup
+from speclib.core.theory import speedup_in_passes
 from speclib.lm.models import markov_pair
 from speclib.lm.transformer import TransformerConfig, random_transformer, softmax_rows
 
@@ -23,9 +23,9 @@ def pair():
 
 def test_the_run_cost_model_is_the_textbook_formula_without_fixed_passes():
     for alpha, k, c in ((0.8, 3, 0.05), (0.5, 1, 0.2), (0.95, 8, 0.01)):
-        assert speedup_with_fixed(alpha, k, c, 1.0, n=50) == pytest.approx(walltime_speedup(alpha, k, c))
+        assert speedup_with_fixed(alpha, k, c, 1.0, n=50) == pytest.approx(speedup_in_passes(alpha, k, c))
     # a verification pass over k+1 tokens costing r passes divides the speed-up accordingly
-    assert speedup_with_fixed(0.8, 3, 0.0, 2.0, n=50) == pytest.approx(walltime_speedup(0.8, 3, 0.0) / 2)
+    assert speedup_with_fixed(0.8, 3, 0.0, 2.0, n=50) == pytest.approx(speedup_in_passes(0.8, 3, 0.0) / 2)
     # fixed passes: (F0 + n) / (F + n / E (k c + r))
     e = (1 - 0.8 ** 4) / 0.2
     assert speedup_with_fixed(0.8, 3, 0.1, 1.5, n=100, fixed_plain=10, fixed_spec=30) == pytest.approx(
@@ -208,3 +208,63 @@ def test_a_draft_timed_under_another_name_is_refused():
                              reps=1)
     run = wallclock_experiment(target, ModelDrafter(draft, target), [np.arange(5)], n_new=6, ks=[1], reps=1)
     assert run.c[1] > 0
+
+
+# --- the cost model beside the record (issue 38, item 2) ----------------------------------------
+
+def _record(quantities):
+    from speclib.book.record import Quantity, Record
+
+    return Record({k: Quantity(k, *v) if isinstance(v, tuple) else Quantity(k, v) for k, v in quantities.items()})
+
+
+def test_cost_model_rows_price_every_setting_with_and_without_the_loops_time():
+    from speclib.book.wallclock import cost_model_rows
+    from speclib.core.cost import speedup_with_overhead
+
+    q = {"alpha/pair/k4/T1/loop": 0.7, "c/pair/loop/numpy/cpu": 0.1, "outside_plain/pair/T1/numpy/cpu": 0.05,
+         "alpha/medusa/k4/T1/loop": 0.4, "c/medusa/loop/numpy/cpu": 0.2, "outside_plain/medusa/T1/numpy/cpu": 0.05,
+         "r5/medusa/loop/numpy/cpu": 1.3}
+    for k in (2, 6):
+        q |= {f"r{k + 1}/pair/loop/numpy/cpu": 1.0 + 0.1 * k, f"outside/pair/k{k}/T1/numpy/cpu": 0.3,
+              f"speedup/pair/k{k}/T1/numpy/cpu": (1.1, 1.0, 1.2), f"outside/medusa/k{k}/T1/numpy/cpu": 0.25,
+              f"speedup/medusa/k{k}/T1/numpy/cpu": (0.9, 0.8, 1.0)}
+    rows = cost_model_rows(_record(q), ["pair", "medusa"], [2, 6])
+    assert [(r["drafter"], r["k"]) for r in rows] == [("pair", 2), ("pair", 6), ("medusa", 6)]  # medusa k = 2: no r3
+    pair6, medusa6 = rows[1], rows[2]
+    assert pair6["predicted_with"] == pytest.approx(speedup_with_overhead(0.7, 6, 0.1, 1.6, 0.3, 0.05))
+    assert pair6["predicted"] > pair6["predicted_with"]  # the loop's own time lowers the prediction
+    # Medusa past its 4 heads: one draft pass, four drafts, verified over five tokens
+    assert medusa6["r"] == 1.3 and medusa6["drafts"] == 4 and medusa6["draft_passes"] == 1
+    assert medusa6["predicted"] == pytest.approx(speedup_with_overhead(0.4, 6, 0.2, 1.3, drafts=4, draft_passes=1))
+    assert (medusa6["measured"], medusa6["low"], medusa6["high"]) == (0.9, 0.8, 1.0)
+
+
+def test_the_gap_sentence_states_both_directions_and_names_every_sign_error():
+    from speclib.book.wallclock import gap_sentence
+
+    rows = [dict(drafter="pair", k=k, predicted=p, measured=m)
+            for k, p, m in ((1, 1.30, 1.00), (2, 1.20, 0.90), (3, 0.95, 1.05), (4, 1.10, 1.20), (5, 1.40, 0.80))]
+    text = gap_sentence(rows)
+    assert "more than was measured in 3 (by 30% to 75%)" in text and "less in 2 (by 8% to 10%)" in text
+    assert "slow-down at pair (k = 2 and 5)" in text and "speed-up at pair (k = 3)" in text
+    # an average of the relative errors would hide the sign errors; the sentence does not average
+    assert "average" not in text and "within" not in text
+    right = [dict(drafter="eagle", k=1, predicted=1.2, measured=1.1)]
+    assert "right in every one" in gap_sentence(right)
+    with pytest.raises(ValueError, match="rows"):
+        gap_sentence([])
+
+
+def test_what_a_table_of_pass_costs_shows_is_said_from_its_numbers():
+    from speclib.book.wallclock import change_phrase, pass_cost_sentences
+
+    # chapter 1's old table: a fixed term three times the one-token pass, r(2) near 3
+    old = pass_cost_sentences([1, 2, 4, 8, 16], [1.0, 2.96, 3.16, 3.28, 4.78], 6.0, 16.0, 0.67)
+    assert "not the time to read the weights" in old["fixed"]
+    assert "more at $n =$ 2" in old["separate"] and old["two"].startswith("No measured pass")
+    read = pass_cost_sentences([1, 2, 4], [1.0, 1.05, 1.1], 10.0, 10.5, 0.2)
+    assert "can be read as the time to read the weights" in read["fixed"]
+    assert read["separate"].startswith("Every") and read["two"].startswith("Every")
+    assert change_phrase(0.2, 0.1).startswith("falls") and change_phrase(0.1, 0.2).startswith("rises")
+    assert change_phrase(0.1, 0.105).startswith("stays")

@@ -8,6 +8,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from speclib.book import widgets as widgets_module  # noqa: E402
+
 from speclib.core.cost import PassTimes, fit_pass_cost, predicted_pass_time  # noqa: E402
 from speclib.lm.models import fixed_pair  # noqa: E402
 from speclib.book.plots import (  # noqa: E402
@@ -101,13 +103,13 @@ def test_plots_label_their_axes():
 
 
 def test_explorers_build(monkeypatch):
-    """Each explorer builds its sliders and hands interact a function that draws at their defaults
+    """Each explorer builds its sliders and hands the explorer a function that draws at their defaults
     (the explorers return None, so a notebook prints no stray <function ...>)."""
     import matplotlib.pyplot as plt
 
-    ipywidgets = pytest.importorskip("ipywidgets")
+    pytest.importorskip("ipywidgets")
     calls = []
-    monkeypatch.setattr(ipywidgets, "interact", lambda f, **widgets: calls.append((f, widgets)) or f)
+    monkeypatch.setattr(widgets_module, "_explore", lambda f, **widgets: calls.append((f, widgets)))
     for build in (pass_cost_explorer, drafting_explorer, verification_explorer):
         assert build() is None
     assert len(calls) == 3

@@ -8,7 +8,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from speclib import expected_tokens_per_pass, optimal_k, walltime_speedup  # noqa: E402
+from speclib.book import widgets as widgets_module  # noqa: E402
+
+from speclib import expected_tokens_per_pass, optimal_k, speedup_in_passes  # noqa: E402
 from speclib.core.stats import total_variation_distance  # noqa: E402
 from speclib.book.widgets import (  # noqa: E402
     bonus_explorer,
@@ -65,11 +67,11 @@ def test_bonus_view_bad_input():
 def test_speedup_view(alpha, c):
     v = speedup_view(alpha, c, 3, k_max=12)
     assert v.speedups[0] == 1.0 and v.speedups.shape == (13,)
-    assert v.speedup_at_k == pytest.approx(walltime_speedup(alpha, 3, c))
+    assert v.speedup_at_k == pytest.approx(speedup_in_passes(alpha, 3, c))
     assert v.best_k == optimal_k(alpha, c, 12)
     assert v.best_speedup == pytest.approx(v.speedups.max())
     assert v.pays == (alpha > c) == (v.best_k > 0)
-    assert walltime_speedup(v.break_even_alpha_at_k, 3, c) == pytest.approx(1.0, abs=1e-9)
+    assert speedup_in_passes(v.break_even_alpha_at_k, 3, c) == pytest.approx(1.0, abs=1e-9)
 
 
 def test_speedup_view_bad_input():
@@ -81,16 +83,16 @@ def test_speedup_view_bad_input():
 
 @pytest.fixture
 def captured_interact(monkeypatch):
-    """ipywidgets.interact replaced by a recorder: the explorers return None (so a notebook prints no
+    """The explorers' display replaced by a recorder: the explorers return None (so a notebook prints no
     stray <function ...>), and this is how a test reaches the function each slider redraws."""
-    ipywidgets = pytest.importorskip("ipywidgets")
+    pytest.importorskip("ipywidgets")
     calls = []
 
     def interact(f, **widgets):
         calls.append((f, widgets))
         return f
 
-    monkeypatch.setattr(ipywidgets, "interact", interact)
+    monkeypatch.setattr(widgets_module, "_explore", interact)
     return calls
 
 

@@ -27,7 +27,10 @@ nothing of the book's build:
 - ``{literalinclude}`` becomes the code it includes.
 
 Exercises, solutions, proofs, admonitions and references within one notebook stay MyST:
-jupyterlab-myst renders them.
+jupyterlab-myst renders them.  A code line that ends with ``# the notebook editions: NEW``
+becomes ``NEW`` (the instructors' page uses it to link its tables to the chapters'
+notebooks rather than through the book's roles), and every notebook ends with a note on
+shutting its kernel down (:data:`KERNEL_NOTE`).
 
 Neither edition keeps the stored outputs.  The chapters' outputs are 4.9 MB, most of it
 figures, and they change at every re-execution; twice over they would make the repository
@@ -69,6 +72,19 @@ _MARKUP = re.compile(r"([\\`*_\[\]<>$|~])")
 INSTRUCTOR_ONLY = ("book/instructors",)
 EDITIONS = ("student", "instructor")
 
+#: A code line the editions rewrite: ``CODE  # the notebook editions: NEW`` becomes ``NEW``.
+EDITION_LINE = re.compile(r"^(?P<indent>[ \t]*)\S.*?[ \t]+# the notebook editions: (?P<new>.+?)[ \t]*$", re.M)
+
+#: The last cell of every notebook of the editions: where its memory goes, and how to give it back.
+KERNEL_NOTE = """\
+```{note}
+When you are done with this notebook, shut its kernel down: **File ▸ Close and Shut Down
+Notebook**, or **Shut Down All** in the **Running Terminals and Kernels** panel of the left
+sidebar. Closing the tab leaves the kernel running with everything this notebook computed
+(its models, caches and arrays) in memory, and on Binder the kernels of all the notebooks you
+have opened share one session's memory.
+```"""
+
 README = {
     "student": """\
 # The student edition
@@ -77,8 +93,11 @@ The chapters of *Speculative Decoding, Step by Step* as notebooks, with every so
 removed: each exercise keeps its question, its stub and its self-check. Open them in
 JupyterLab (`.venv/bin/jupyter lab student/` in a clone after `python3 dev.py book`, or on
 Binder once the book has a public address; the repository's README says how) and run each
-chapter from the top. **Run all** stops at a chapter's first exercise stub, which raises on
-purpose: complete the exercises from there, each followed by its self-check.
+chapter from the top. **Run All** runs a chapter to its end: each exercise's stub and
+self-check raise until you complete them (they are tagged `raises-exception`, so Run All goes
+on past them), so you see every figure and every exercise's hint; then complete the exercises
+one by one, running each one's cells again. When you finish a chapter, shut its kernel down
+(**File ▸ Close and Shut Down Notebook**): a closed tab's kernel keeps its memory.
 
 The numbers in the text are those of the book's own run; the outputs are not stored, so run
 the cells to see the figures and tables. Generated from `book/` by `tools/editions.py`
@@ -343,8 +362,10 @@ def edition_notebook(nb: dict, edition: str, name: str = "the notebook", index: 
         elif cell["cell_type"] == "code":
             cell["outputs"] = []
             cell["execution_count"] = None
+            source = EDITION_LINE.sub(lambda m: m.group("indent") + m.group("new"), source)
         cell["source"] = source
         cell.get("metadata", {}).pop("execution", None)
+    out["cells"].append({"cell_type": "markdown", "id": "kernel-note", "metadata": {}, "source": KERNEL_NOTE})
     metadata = out.setdefault("metadata", {})
     metadata.pop("widgets", None)  # saved widget state belongs to the outputs that are gone
     return out

@@ -13,7 +13,10 @@ reports the rendered text of every Markdown cell, what MyST rendered (exercises,
 cross-references) and any MyST error, and can save a screenshot.
 
 Notebooks are shown with JupyterLab's windowing off (every cell in the page, not only those
-scrolled into view) so that the whole notebook can be read; the rendering is the same.
+scrolled into view) so that the whole notebook can be read; the rendering is the same.  The
+application is exposed to the page (``--LabApp.expose_app_in_browser``) so that a check can
+run JupyterLab's own commands: ``Browser.run_all`` clicks Run All as a reader would and reads
+each cell's execution count and outputs from the notebook's model.
 """
 
 from __future__ import annotations
@@ -68,6 +71,49 @@ READ_JS = r"""
 """
 
 
+#: Finds the notebook on show: the visible panel of the main area (shell.currentWidget follows
+#: the keyboard focus, which a headless page does not have).
+SHOWN_PANEL_JS = "var shownPanel = (app) => [...app.shell.widgets('main')].find(w => w.isVisible && w.sessionContext && w.content);\n"
+
+#: Runs in the page: start JupyterLab's Run All on the open notebook once its kernel is ready.
+RUN_ALL_JS = SHOWN_PANEL_JS + r"""
+(async () => {
+  const app = window.jupyterapp;
+  const panel = shownPanel(app);
+  await panel.sessionContext.ready;
+  window.__runAllDone = null;
+  app.shell.activateById(panel.id);
+  app.commands.execute('notebook:run-all-cells').then(
+    ok => { window.__runAllDone = {ok: ok}; },
+    err => { window.__runAllDone = {error: String(err)}; });
+  return true;
+})()
+"""
+
+#: Runs in the page: whether Run All has settled, and the kernel's status.
+RUN_STATE_JS = SHOWN_PANEL_JS + r"""
+(() => {
+  const panel = shownPanel(window.jupyterapp);
+  const kernel = panel && panel.sessionContext.session && panel.sessionContext.session.kernel;
+  const done = window.__runAllDone;
+  return {done: !!done, error: done && done.error, kernel: kernel ? kernel.status : 'none'};
+})()
+"""
+
+#: Runs in the page: the open notebook's code cells, read from its model.
+CELLS_JS = SHOWN_PANEL_JS + r"""
+(() => {
+  const panel = shownPanel(window.jupyterapp);
+  return panel.content.widgets.filter(w => w.model.type === 'code').map(w => ({
+    source: w.model.sharedModel.getSource(),
+    count: w.model.executionCount,
+    tags: w.model.getMetadata('tags') || [],
+    outputs: w.model.outputs.toJSON(),
+  }));
+})()
+"""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -77,7 +123,8 @@ def free_port() -> int:
 class JupyterLab:
     """A JupyterLab server over ``root`` on a free local port, in a throw-away home folder."""
 
-    def __init__(self, root: Path = ROOT, python: str = sys.executable, timeout: float = 60.0):
+    def __init__(self, root: Path = ROOT, python: str = sys.executable, timeout: float = 60.0,
+                 env: dict[str, str] | None = None):
         self.home = Path(tempfile.mkdtemp(prefix="lab-check-"))
         settings = self.home / "settings" / "@jupyterlab" / "notebook-extension"
         settings.mkdir(parents=True)
@@ -90,14 +137,16 @@ class JupyterLab:
         env = {**os.environ, "HOME": str(self.home), "JUPYTER_CONFIG_DIR": str(self.home / "config"),
                "JUPYTER_DATA_DIR": str(self.home / "data"), "JUPYTER_RUNTIME_DIR": str(self.home / "runtime"),
                "JUPYTERLAB_SETTINGS_DIR": str(self.home / "settings"),
-               "JUPYTERLAB_WORKSPACES_DIR": str(self.home / "workspaces"), "IPYTHONDIR": str(self.home / "ipython")}
+               "JUPYTERLAB_WORKSPACES_DIR": str(self.home / "workspaces"), "IPYTHONDIR": str(self.home / "ipython"),
+               **(env or {})}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(self.home / "jupyterlab.log", "w")
         self.proc = subprocess.Popen(
             [python, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={self.port}",
              "--ServerApp.token=", "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True",
-             f"--ServerApp.root_dir={root}", "--LabApp.news_url=", "--ServerApp.port_retries=0"],
+             f"--ServerApp.root_dir={root}", "--LabApp.news_url=", "--ServerApp.port_retries=0",
+             "--LabApp.expose_app_in_browser=True"],
             cwd=root, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while True:
@@ -177,13 +226,20 @@ class Browser:
 
     def call(self, method: str, params: dict | None = None) -> dict:
         self.next_id += 1
-        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params or {}}))
+        wanted = self.next_id
+        self.ws.send(json.dumps({"id": wanted, "method": method, "params": params or {}}))
         while True:
             msg = json.loads(self.ws.receive())
-            if msg.get("id") == self.next_id:
+            if msg.get("id") == wanted:
                 if "error" in msg:
                     raise RuntimeError(f"{method}: {msg['error']}")
                 return msg.get("result", {})
+            if msg.get("method") == "Page.javascriptDialogOpening":
+                # "Leave the page? Changes may not be saved" after a run: leave (the copy served is a
+                # throw-away one); the dialog would otherwise hold the navigation forever.
+                self.next_id += 1
+                self.ws.send(json.dumps({"id": self.next_id, "method": "Page.handleJavaScriptDialog",
+                                         "params": {"accept": True}}))
             if "method" in msg:
                 self.events.append(msg)
 
@@ -214,6 +270,55 @@ class Browser:
                   for e in self.events if e["method"] == "Runtime.exceptionThrown"]
         return NotebookView(path, state["cells"], state["rendered"], state["text"], state["found"], errors,
                             state["math"])
+
+    def evaluate_async(self, expression: str, timeout: float | None = None):
+        """Evaluate ``expression`` (a promise) in the page and return its value once it settles."""
+        answer = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
+                                                "awaitPromise": True,
+                                                "timeout": int(1000 * (timeout or self.timeout))})
+        if "exceptionDetails" in answer:
+            raise RuntimeError(f"the page script failed: {answer['exceptionDetails']}")
+        return answer["result"].get("value")
+
+    def run_all(self, timeout: float = 300.0) -> list[dict]:
+        """Run All in the open notebook, with JupyterLab's own command, as a reader clicks it; wait
+        until the run has finished (or stopped) and the kernel is idle, and return
+        :meth:`code_cells`."""
+        self.evaluate_async(RUN_ALL_JS, timeout=60)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = self.evaluate(RUN_STATE_JS) or {}
+            if state.get("done") and state.get("kernel") == "idle":
+                if state.get("error"):
+                    raise RuntimeError(f"Run All failed in the page: {state['error']}")
+                return self.code_cells()
+            time.sleep(1.0)
+        raise TimeoutError(f"Run All did not finish within {timeout:g} s")
+
+    def code_cells(self) -> list[dict]:
+        """Each code cell of the open notebook, from its model: ``source``, ``count`` (the
+        execution count, None for a cell that did not run), ``tags`` and ``outputs`` (as nbformat
+        writes them)."""
+        return self.evaluate(CELLS_JS)
+
+    def links(self, selector: str = ".jp-OutputArea-output a[href]") -> list[dict]:
+        """Text and target of the links in the open notebook that match ``selector``."""
+        return self.evaluate(f"[...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) "
+                             f"{selector}')].map(a => ({{text: a.innerText, href: a.getAttribute('href'), "
+                             "resolved: a.href}))")
+
+    def click_link(self, text: str, selector: str = ".jp-OutputArea-output a[href]", settle: float = 3.0) -> str:
+        """Click the first link reading ``text`` as a reader does; return the path of the document
+        JupyterLab shows afterwards ("" when none)."""
+        found = self.evaluate(f"(() => {{ const a = [...document.querySelectorAll("
+                              f"'.jp-NotebookPanel:not(.lm-mod-hidden) {selector}')]"
+                              f".find(e => e.innerText.trim() === {json.dumps(text)}); if (!a) return false; "
+                              "a.scrollIntoView({block: 'center'}); a.click(); return true; })()")
+        if not found:
+            raise LookupError(f"no link reads {text!r}")
+        time.sleep(settle)
+        return self.evaluate(SHOWN_PANEL_JS + "(() => { const w = shownPanel(window.jupyterapp); "
+                             "return (w && w.context) ? w.context.path : ''; })()") or ""
 
     def scroll_to(self, selector: str) -> bool:
         """Scroll the first element matching ``selector`` into view; False if there is none."""

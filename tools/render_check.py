@@ -64,12 +64,57 @@ MEASURE_JS = r"""
   for (const el of document.querySelectorAll('div.math, span.math')) {
     if (!el.querySelector('mjx-container')) result.untypeset.push(el.textContent.slice(0, 80));
   }
-  // Code and output blocks that the reader would have to scroll sideways.
+  // Output blocks that the reader would have to scroll sideways.  A listing (code, not what
+  // code printed) keeps every line whole and may scroll: it is collected apart.
+  const isListing = (pre) => !pre.closest('div.cell_output, div.output');
   result.scrolling = [];
+  result.scrolling_listings = [];
   for (const pre of document.querySelectorAll('article pre')) {
-    if (pre.scrollWidth > pre.clientWidth + 1) result.scrolling.push(pre.textContent.slice(0, 80));
+    if (pre.scrollWidth > pre.clientWidth + 1) {
+      (isListing(pre) ? result.scrolling_listings : result.scrolling).push(pre.textContent.slice(0, 80));
+    }
   }
-  result.column = (document.querySelector('article.bd-article') || document.body).clientWidth;
+  // Lines that wrap inside their block: each line of every block laid out alone, at the
+  // block's width and in its style; a line taller than one line of text wrapped.
+  result.wrapped = [];
+  for (const pre of document.querySelectorAll('article pre')) {
+    if (getComputedStyle(pre).whiteSpace === 'pre') continue;  // lines never wrap there
+    const probe = pre.cloneNode(false);
+    probe.style.position = 'absolute';
+    probe.style.visibility = 'hidden';
+    probe.style.width = pre.getBoundingClientRect().width + 'px';
+    probe.style.boxSizing = 'border-box';
+    const one = document.createElement('span');
+    one.style.display = 'block';
+    one.textContent = 'x';
+    probe.appendChild(one);
+    const lines = pre.textContent.replace(/\n$/, '').split('\n');
+    const spans = lines.map((line) => {
+      const span = document.createElement('span');
+      span.style.display = 'block';
+      span.textContent = line || ' ';
+      probe.appendChild(span);
+      return span;
+    });
+    pre.parentElement.appendChild(probe);
+    const height = one.getBoundingClientRect().height;
+    spans.forEach((span, i) => {
+      if (span.getBoundingClientRect().height > 1.5 * height) {
+        result.wrapped.push({listing: isListing(pre), indent: lines[i].length - lines[i].trimStart().length,
+                             line: lines[i].slice(0, 80)});
+      }
+    });
+    probe.remove();
+  }
+  // Tables wider than the room their container gives them (they would scroll sideways).
+  result.tables = [];
+  for (const table of document.querySelectorAll('article table')) {
+    result.tables.push({width: Math.max(table.getBoundingClientRect().width, table.scrollWidth),
+                        room: table.parentElement.clientWidth,
+                        head: table.textContent.trim().replace(/\s+/g, ' ').slice(0, 60)});
+  }
+  const article = document.querySelector('article.bd-article') || document.body;
+  result.column = article.clientWidth;
   return result;
 })()
 """
@@ -169,11 +214,23 @@ class PageReport:
     requests: list[str]
     column: float
     console_errors: list[str] = field(default_factory=list)
-    scrolling: list[str] = field(default_factory=list)  #: code or output blocks wider than the column
+    scrolling: list[str] = field(default_factory=list)  #: output blocks wider than the column
+    scrolling_listings: list[str] = field(default_factory=list)  #: listings wider than the column (they scroll)
+    wrapped: list[dict] = field(default_factory=list)  #: lines that wrap: {listing, indent, line}
+    tables: list[dict] = field(default_factory=list)  #: every table: {width, room, head}
 
     def overflowing(self, tolerance: float = 1.0) -> list[dict]:
         """Display formulas wider than the room their container gives them."""
         return [f for f in self.formulas if f["display"] and f["width"] > f["room"] + tolerance]
+
+    def lost_indentation(self) -> list[dict]:
+        """Lines that wrap and so lose their indentation: any line of a listing, and an indented
+        line of printed output (prose in an output may wrap; structure may not)."""
+        return [w for w in self.wrapped if w["listing"] or w["indent"] > 0]
+
+    def wide_tables(self, tolerance: float = 1.0) -> list[dict]:
+        """Tables wider than their container (they scroll sideways)."""
+        return [t for t in self.tables if t["width"] > t["room"] + tolerance]
 
     def remote_requests(self) -> list[str]:
         return [u for u in self.requests if not u.startswith(("file:", "data:", "blob:", "about:"))]
@@ -244,6 +301,18 @@ class Chromium:
         self.events = []
         self.call("Page.navigate", {"url": url})
         self.wait_for("Page.loadEventFired")
+        return self.measure(path)
+
+    def evaluate(self, expression: str):
+        """The value of a JavaScript expression in the page that is open."""
+        value = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True})
+        if "exceptionDetails" in value:
+            raise RuntimeError(f"the expression failed: {value['exceptionDetails']}")
+        return value["result"].get("value")
+
+    def measure(self, path: Path) -> PageReport:
+        """Report on the page that is open (``load`` opens it): measured again as it is now."""
+        url = path.resolve().as_uri()
         value = self.call("Runtime.evaluate", {"expression": MEASURE_JS, "awaitPromise": True,
                                                "returnByValue": True, "timeout": self.timeout * 1000})
         if "exceptionDetails" in value:
@@ -254,7 +323,8 @@ class Chromium:
         errors = [describe(e["params"]["exceptionDetails"]) for e in self.events
                   if e["method"] == "Runtime.exceptionThrown"]
         return PageReport(url, data["mathjax"], data["formulas"], data["untypeset"], requests,
-                          data["column"], errors, data["scrolling"])
+                          data["column"], errors, data["scrolling"], data["scrolling_listings"],
+                          data["wrapped"], data["tables"])
 
     def screenshot(self, path: Path, out: Path, full_page: bool = True) -> None:
         self.load(path)
@@ -311,10 +381,16 @@ def main(argv: list[str] | None = None) -> int:
             report = browser.load(page)
             over = report.overflowing()
             remote = report.remote_requests()
-            bad += bool(over or remote or report.untypeset or report.scrolling)
+            lost, wide = report.lost_indentation(), report.wide_tables()
+            bad += bool(over or remote or report.untypeset or report.scrolling or lost or wide)
             print(f"{page.name}: column {report.column:.0f} px, {len(report.formulas)} formulas, "
                   f"{len(over)} too wide, {len(report.untypeset)} untypeset, {len(remote)} remote requests, "
-                  f"{len(report.scrolling)} code blocks scroll sideways")
+                  f"{len(report.scrolling)} output blocks scroll sideways, {len(lost)} lines wrap and lose "
+                  f"their indentation, {len(wide)} tables wider than the column")
+            for w in lost:
+                print(f"    wraps: {w['line']!r}")
+            for t in wide:
+                print(f"    table {t['width']:.0f} px in {t['room']:.0f} px: {t['head']!r}")
             for f in over:
                 print(f"    {f['width']:.0f} px in {f['room']:.0f} px: {f['tex'].strip()[:100]!r}")
             for u in remote:

@@ -162,10 +162,12 @@ def accelerator_summary(record: dict, alphas: dict[str, float] | None = None) ->
     run's own where not given).  Medusa's heads draft ``min(k, heads)`` tokens from one pass,
     so its step is one draft pass and a verification of ``min(k, heads) + 1`` tokens.  And
     ``outside``: the loop's own time per step at that ``k``, outside both models' passes, in
-    target passes (what the cost model leaves out).  Plus
-    the isolated ``r`` on the device and numpy's on the host, by number of tokens.
+    target passes (what the cost model leaves out), and ``predicted_with``: the prediction with
+    it and with plain decoding's own time per token
+    (:func:`speclib.core.cost.speedup_with_overhead`).  Plus the isolated ``r`` on the device
+    and numpy's on the host, by number of tokens.
     """
-    from ..core.theory import expected_tokens_per_pass
+    from ..core.cost import speedup_with_overhead
     from ..lm.drafters import DATA_DIR, DRAFTER_FILES, load_weights
 
     record = check_accelerator_record(record)
@@ -181,9 +183,12 @@ def accelerator_summary(record: dict, alphas: dict[str, float] | None = None) ->
         c = record["cost"][name]["c"]
         drafts, passes = (min(k, heads), 1) if name == "medusa" else (k, k)
         r = r_dev[drafts + 1]
+        outside, plain = run["outside_per_step"][i], run.get("outside_per_token_plain", 0.0)
         rows[name] = {"k": k, "speedup": run["best_speedup"], "q25": run["best_q25"], "q75": run["best_q75"],
-                      "alpha": alpha, "c": c, "r": r, "outside": run["outside_per_step"][i],
-                      "predicted": float(expected_tokens_per_pass(alpha, drafts)) / (passes * c + r)}
+                      "alpha": alpha, "c": c, "r": r, "outside": outside, "outside_plain": plain,
+                      "predicted": speedup_with_overhead(alpha, k, c, r, drafts=drafts, draft_passes=passes),
+                      "predicted_with": speedup_with_overhead(alpha, k, c, r, outside, plain, drafts=drafts,
+                                                              draft_passes=passes)}
     best = max(rows, key=lambda n: rows[n]["speedup"])
     return {"rows": rows, "best": best, "r_device": r_dev, "r_host": r_host,
             "t1_ms": iso["device"]["median_ms"][0], "host_t1_ms": iso["host_numpy"]["median_ms"][0],

@@ -288,8 +288,8 @@ def corrected_table(rows: Sequence[SweepRow], n_tokens: int, by: str = "k") -> s
         raise ValueError(f"by: expected 'k' or 'noise', got {by!r}")
     rows = _rows(rows, "rows")
     head = ("| k " if by == "k" else "| noise ") + (
-        "| acc. (article) | acc. / verified | alpha | tokens/pass | theory at article acc. "
-        "| theory at alpha | z |")
+        "| article | kept / judged | alpha | tokens / pass | formula at article "
+        "| formula at alpha | z |")
     out = [head, "|" + "---|" * 8]
     for r in rows:
         first = f"{r.k}" if by == "k" else f"{r.noise:.1f}"

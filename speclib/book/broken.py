@@ -617,14 +617,19 @@ def shipped_verify_a(draft_tokens: np.ndarray, p_draft: np.ndarray, q_target: np
     return Verification(np.append(draft_tokens, sample_token(q_target[k - 1], rng)), k)
 
 
-def shipped_verify_b(draft_tokens: np.ndarray, p_draft: np.ndarray, q_target: np.ndarray,
-                     rng: np.random.Generator | int, *, bonus: bool = True) -> Verification:
-    """Another one from the same review, with the signature of speclib.core.sampling.verify."""
+def shipped_verify_b(draft_tokens: np.ndarray,
+                     p_draft: np.ndarray, q_target: np.ndarray,
+                     rng: np.random.Generator | int, *,
+                     bonus: bool = True) -> Verification:
+    """Another one from the same review, with the signature of
+    speclib.core.sampling.verify."""
     rng = as_generator(rng)
-    p_draft, q_target = np.asarray(p_draft, dtype=float), np.asarray(q_target, dtype=float)
+    p_draft = np.asarray(p_draft, dtype=float)
+    q_target = np.asarray(q_target, dtype=float)
     out, n_accepted, rejected = [], 0, False
     for i, x in enumerate(draft_tokens):
-        if rng.random() < min(1.0, q_target[i, x] / p_draft[i, x]):
+        ratio = q_target[i, x] / p_draft[i, x]
+        if rng.random() < min(1.0, ratio):
             out.append(int(x))
             n_accepted += 0 if rejected else 1
         else:
@@ -657,7 +662,7 @@ shipped_verify_b = _checked_block(shipped_verify_b)
 # --- Chapter 9b: a heads drafter that samples from truncated rows ----------------------------
 
 def shipped_topk_block(head_rows, choose, top_k):
-    """A Medusa-style block as a contributor shipped it (exercise ex-09b-3).
+    """A Medusa-style block as a contributor shipped it.
 
     Draft i comes from head i's row cut to its top_k most likely
     tokens, so that the heads draft confident tokens only.
@@ -701,7 +706,7 @@ class HeadsBlockProposer:
 # --- Chapter 15: a batched target pass that hands rows to the wrong requests ------------------
 
 def shipped_batched_extend_logits(caches, feeds):
-    """A shorter batched pass, as shipped (exercise ex-15-2).
+    """A shorter batched pass, as shipped.
 
     Same contract as speclib.lm.batched.batched_extend_logits:
     feed feeds[i] to caches[i], all in one pass, and return

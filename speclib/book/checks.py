@@ -384,14 +384,14 @@ def check_expected_tokens_without_bonus(expected_tokens) -> None:
 @_expects("speedup(alpha, k, c)")
 def check_speedup(speedup) -> None:
     """Exercise ex-06-1: ``speedup(alpha, k, c)``, the expected speed-up in target passes."""
-    from ..core.theory import expected_tokens_per_pass, walltime_speedup
+    from ..core.theory import expected_tokens_per_pass, speedup_in_passes
 
     for alpha in (0.0, 0.5, 0.8, 1.0):
         for k in (1, 3, 8):
             for c in (0.0, 0.05, 0.5):
                 where = f"alpha = {alpha}, k = {k}, c = {c}"
                 got = _as_float_or_fail(_call_numeric(speedup, where, alpha, k, c), where)
-                want = walltime_speedup(alpha, k, c)
+                want = speedup_in_passes(alpha, k, c)
                 if abs(got - want) <= 1e-9 * max(1.0, want):
                     continue
                 if abs(got - expected_tokens_per_pass(alpha, k)) <= 1e-9 and c > 0:
@@ -399,7 +399,7 @@ def check_speedup(speedup) -> None:
                                         "what does one step cost, counting the draft passes?")
                 raise ExerciseError(f"alpha = {alpha}, k = {k}, c = {c}: you returned {got:.4f}, which is off. "
                                     "Tokens per step divided by the cost of a step, in target passes.")
-    passed("speedup agrees with walltime_speedup on every (alpha, k, c) tried.")
+    passed("speedup agrees with speedup_in_passes on every (alpha, k, c) tried.")
 
 
 # --- The reference article, revisited
@@ -1045,7 +1045,7 @@ def check_lookup_proposal(lookup_proposal) -> None:
 @_expects("predicted_speedup(alpha, k, c, verify_ratio)")
 def check_predicted_speedup(predicted_speedup) -> None:
     """Exercise ex-09-1: ``predicted_speedup(alpha, k, c, verify_ratio)`` with a costly verification pass."""
-    from ..core.theory import expected_tokens_per_pass, walltime_speedup
+    from ..core.theory import expected_tokens_per_pass, speedup_in_passes
     from ..lm.transformer import speedup_with_costs
 
     for alpha in (0.0, 0.5, 0.8, 1.0):
@@ -1056,7 +1056,7 @@ def check_predicted_speedup(predicted_speedup) -> None:
                 want = speedup_with_costs(alpha, k, c, r)
                 if abs(got - want) <= 1e-9 * max(1.0, want):
                     continue
-                if r != 1.0 and abs(got - walltime_speedup(alpha, k, c)) <= 1e-9:
+                if r != 1.0 and abs(got - speedup_in_passes(alpha, k, c)) <= 1e-9:
                     raise ExerciseError(f"{where}: you returned the textbook speed-up, which assumes a "
                                         "verification pass costs one single-token pass. Where does verify_ratio go?")
                 if abs(got - expected_tokens_per_pass(alpha, k) / ((k + 1) * c + r)) <= 1e-9:

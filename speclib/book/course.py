@@ -36,6 +36,7 @@ class Exercise(NamedTuple):
     goal: str | None  #: None when the metadata line is missing
     minutes: int | None
     kind: str | None
+    number: int | None = None  #: "Exercise N" as the chapter shows it (None: ``:nonumber:``)
 
 
 def _path(value: object, name: str) -> Path:
@@ -85,11 +86,14 @@ def notebook_exercises(nb_path: Path, chapter: str | None = None) -> list[Exerci
     chapter = chapter or Path(nb_path).stem
     title = heading.group(1).strip() if heading else chapter
     out = []
+    numbered = 0
     for match in _EXERCISE.finditer(text):
         body = match.group("body")
         label = _LABEL.search(body)
         if label is None:
             raise ValueError(f"{nb_path}: exercise {match.group('title')!r} has no :label:")
+        # numbered in order on its page, as the book (sphinx-exercise) and JupyterLab (jupyterlab-myst) show it
+        number = None if re.search(r"^:nonumber:", body, re.M) else (numbered := numbered + 1)
         meta = _META.search(body)
         kind = meta.group("kind") if meta else None
         if kind is not None and kind not in KINDS:
@@ -98,7 +102,7 @@ def notebook_exercises(nb_path: Path, chapter: str | None = None) -> list[Exerci
             chapter, title, label.group(1), match.group("title").strip(),
             meta.group("goal").rstrip(".") if meta else None,
             int(meta.group("minutes")) if meta else None,
-            kind,
+            kind, number,
         ))
     return out
 
@@ -127,15 +131,17 @@ def book_exercises(root: Path) -> list[Exercise]:
     return out
 
 
-def instructor_table(exercises: list[Exercise], links: bool = False) -> str:
+def instructor_table(exercises: list[Exercise], links: bool = False, style: str = "myst") -> str:
     """Markdown listing the exercises per chapter: title, label, kind, estimated time and goal.
 
     One list item per exercise under a line per chapter with its count and total time (a list,
     not a table: a goal is a sentence, and a table cell holding one is too wide for the column).
-    With ``links=True`` each exercise is named by a MyST ``{numref}`` reference, which the
-    book renders as a link reading "Exercise N", the number the reader sees on the
-    exercise itself (the cell showing the list must then render its Markdown as MyST).
-    Otherwise the label is shown as code.
+    With ``links=True`` each exercise is named "Exercise N", the number the reader sees on the
+    exercise itself, linked to its chapter: in the ``"myst"`` style by a ``{numref}``
+    reference, which the book resolves and numbers (the cell showing the list must then render
+    its Markdown as MyST); in the ``"notebook"`` style (:data:`LINK_STYLES`) by a Markdown link
+    to the chapter's notebook, with the number counted as the notebook shows it.  Otherwise
+    the label is shown as code.
     """
     if isinstance(exercises, (str, bytes)) or not hasattr(exercises, "__iter__"):
         raise TypeError(f"exercises: expected a list of Exercise (from book_exercises), got {type(exercises).__name__}")
@@ -146,6 +152,7 @@ def instructor_table(exercises: list[Exercise], links: bool = False) -> str:
     from .._validate import as_bool
 
     links = as_bool(links, "links")
+    style = _style(style)
     lines: list[str] = []
     chapter = None
     for ex in exercises:
@@ -153,11 +160,17 @@ def instructor_table(exercises: list[Exercise], links: bool = False) -> str:
             chapter = ex.chapter
             mine = [e for e in exercises if e.chapter == chapter]
             total = sum(e.minutes or 0 for e in mine)
-            lines += ["", f"**{ex.chapter_title}** ({len(mine)} exercises, about {total} min)", ""]
+            count = f"{len(mine)} exercise{'' if len(mine) == 1 else 's'}"
+            lines += ["", f"**{ex.chapter_title}** ({count}, about {total} min)", ""]
         goal = ex.goal or "(no goal given)"
         time = f"~{ex.minutes} min" if ex.minutes else "time not given"
-        name = (f"{{numref}}`Exercise {{number}} <{ex.label}>`: {ex.title}" if links
-                else f"{ex.title} (`{ex.label}`)")
+        if not links:
+            name = f"{ex.title} (`{ex.label}`)"
+        elif style == "myst":
+            name = f"{{numref}}`Exercise {{number}} <{ex.label}>`: {ex.title}"
+        else:
+            shown = f"Exercise {ex.number}" if ex.number is not None else ex.title
+            name = f"{_doc(ex.chapter, shown, style)}: {ex.title}"
         stop = "" if name.endswith(("?", "!", ".")) else "."  # a title that is a question keeps its mark
         lines.append(f"- {name}{stop} *{ex.kind or 'kind not given'}, {time}.* Goal: {goal}.")
     return "\n".join(lines).strip()
@@ -288,31 +301,54 @@ def chapter_facts(root: Path) -> list[ChapterFacts]:
     return out
 
 
-def _doc(chapter: str, text: str | None = None) -> str:
-    return f"{{doc}}`{text} <{Path(chapter).name}>`" if text else f"{{doc}}`{Path(chapter).name}`"
+#: How the instructors' page links to chapters and exercises.  "myst": the book's roles
+#: (``{doc}``, ``{numref}``), which Sphinx resolves, titles and numbers when it builds the page.
+#: "notebook": Markdown links to the chapters' notebooks in the same folder, for the notebook
+#: editions that JupyterLab opens, where nothing resolves those roles across notebooks
+#: (jupyterlab-myst renders one notebook at a time: a ``{doc}`` link lacks ``.ipynb`` and a
+#: ``{numref}`` shows "Exercise {number}").
+LINK_STYLES = ("myst", "notebook")
+
+
+def _style(style: object) -> str:
+    if style not in LINK_STYLES:
+        raise ValueError(f"style: expected one of {LINK_STYLES}, got {style!r}")
+    return style
+
+
+def _doc(chapter: str, text: str | None = None, style: str = "myst", title: str | None = None) -> str:
+    """A link to ``chapter`` reading ``text`` (default: the chapter's title)."""
+    name = Path(chapter).name
+    if style == "notebook":
+        return f"[{text or title or name}]({name}.ipynb)"
+    return f"{{doc}}`{text} <{name}>`" if text else f"{{doc}}`{name}`"
 
 
 def _number(chapter: str) -> str:
     return Path(chapter).name.split("_")[0]
 
 
-def chapters_table(facts: list[ChapterFacts]) -> str:
+def chapters_table(facts: list[ChapterFacts], style: str = "myst") -> str:
     """A Markdown table: each chapter, what it refers back to, and its reading and exercise times.
 
-    The chapters are MyST ``{doc}`` references (the cell showing it renders its Markdown as MyST).
+    The chapters are links in ``style`` (:data:`LINK_STYLES`; in the ``"myst"`` style the cell
+    showing the table renders its Markdown as MyST).
     """
+    style = _style(style)
     lines = ["| chapter | refers back to | reading | exercises |", "| --- | --- | --- | --- |"]
     for f in facts:
-        back = ", ".join(_doc(b, _number(b)) for b in f.refers_back) or "–"
+        back = ", ".join(_doc(b, _number(b), style) for b in f.refers_back) or "–"
         hf = " (PyTorch)" if f.needs_hf else ""
         ex = f"{f.exercises}, ~{f.exercise_minutes} min" if f.exercises else "–"
-        lines.append(f"| {_doc(f.chapter)}{hf} | {back} | ~{f.read_minutes} min | {ex} |")
+        lines.append(f"| {_doc(f.chapter, None, style, f.title)}{hf} | {back} | ~{f.read_minutes} min | {ex} |")
     return "\n".join(lines)
 
 
-def lecture_table(facts: list[ChapterFacts], lecture=LECTURE, minutes: int = LECTURE_MINUTES) -> str:
-    """The 90-minute lecture as a Markdown table; raises ValueError for a chapter the book lacks
-    or a plan longer than ``minutes``."""
+def lecture_table(facts: list[ChapterFacts], lecture=LECTURE, minutes: int = LECTURE_MINUTES,
+                  style: str = "myst") -> str:
+    """The 90-minute lecture as a Markdown table, chapters linked in ``style``; raises ValueError
+    for a chapter the book lacks or a plan longer than ``minutes``."""
+    style = _style(style)
     known = {f.chapter: f for f in facts}
     missing = [c for c, _, _ in lecture if c not in known]
     if missing:
@@ -322,7 +358,7 @@ def lecture_table(facts: list[ChapterFacts], lecture=LECTURE, minutes: int = LEC
     if used > minutes:
         raise ValueError(f"lecture: the plan takes {used} min, more than its {minutes}")
     lines = ["| minutes | chapter | what to show |", "| --- | --- | --- |"]
-    lines += [f"| {m} | {_doc(c)} | {what} |" for c, m, what in lecture]
+    lines += [f"| {m} | {_doc(c, None, style, known[c].title)} | {what} |" for c, m, what in lecture]
     if used < minutes:
         lines.append(f"| {minutes - used} | | questions |")
     return "\n".join(lines)
@@ -360,11 +396,13 @@ def module_weeks(facts: list[ChapterFacts], weeks: int = MODULE_WEEKS) -> list[l
     return [chapters[a:b] for a, b in reversed(bounds)]
 
 
-def module_table(facts: list[ChapterFacts], weeks: int = MODULE_WEEKS) -> str:
-    """The module as a Markdown table: per week, its chapters and hours of reading and exercises."""
+def module_table(facts: list[ChapterFacts], weeks: int = MODULE_WEEKS, style: str = "myst") -> str:
+    """The module as a Markdown table: per week, its chapters (linked in ``style``) and hours of
+    reading and exercises."""
+    style = _style(style)
     lines = ["| week | chapters | reading | exercises |", "| --- | --- | --- | --- |"]
     for w, chapters in enumerate(module_weeks(facts, weeks), start=1):
-        names = ", ".join(_doc(f.chapter, _number(f.chapter)) + (" (PyTorch)" if f.needs_hf else "")
+        names = ", ".join(_doc(f.chapter, _number(f.chapter), style) + (" (PyTorch)" if f.needs_hf else "")
                           for f in chapters)
         read = sum(f.read_minutes for f in chapters) / 60
         work = sum(f.exercise_minutes for f in chapters) / 60
@@ -426,93 +464,24 @@ def launch_markdown(root: Path, edition: str = "student") -> str:
             "package, and Colab shows the exercise and proof blocks as plain text).")
 
 
-# --- grading a student's notebook with its self-checks -----------------------------------------
-
-_CHECK_CALL = re.compile(r"\bcheck_\w+\(")
+# Grading students' notebooks by these exercises' self-checks: speclib.book.grading (tools/grade.py).
 
 
-class Grade(NamedTuple):
-    """What the self-checks of one exercise said when a student's notebook ran."""
-
-    label: str
-    status: str  #: "passed", "not attempted" (the stub still raises), "failed" or "error"
-    message: str  #: the check's confirmation, its hint, or the error
-
-
-def exercise_cells(nb: dict) -> dict[str, list[int]]:
-    """label -> indices of the code cells that call a self-check (``check_...(``) under that exercise.
-
-    A code cell belongs to the last exercise above it, until a Markdown heading ends the exercise.
-    """
-    out: dict[str, list[int]] = {}
-    current = None
-    for i, cell in enumerate(nb.get("cells", [])):
-        text = "".join(cell.get("source", ""))
-        if cell.get("cell_type") == "markdown":
-            exercises = [_LABEL.search(m.group("body")) for m in _EXERCISE.finditer(text)]
-            if exercises and exercises[-1] is not None:
-                current = exercises[-1].group(1)
-                out.setdefault(current, [])
-            elif re.search(r"^#{1,6}\s", text, re.M):
-                current = None
-        elif cell.get("cell_type") == "code" and current is not None and _CHECK_CALL.search(text):
-            out[current].append(i)
-    return out
-
-
-def _plain(text: str) -> str:
-    return re.sub(r"\x1b\[[0-9;]*m", "", text)
-
-
-def grade_outputs(nb: dict) -> list[Grade]:
-    """The grades an executed notebook's outputs show, one per exercise that has a self-check.
-
-    A check cell that printed the check mark passed; one that raised ExerciseError failed (or was
-    not attempted, when the hint says the stub still raises NotImplementedError); any other
-    exception is an error.  An exercise with several check cells (a stub's check, then the
-    student's own attempt below it and its check) is graded by the last one: the verdict the
-    notebook ends with.
-    """
-    grades = []
-    for label, cells in exercise_cells(nb).items():
-        if not cells:
-            continue
-        outputs = nb["cells"][cells[-1]].get("outputs", [])
-        error = next((o for o in outputs if o.get("output_type") == "error"), None)
-        text = _plain("".join("".join(o.get("text", "")) for o in outputs if o.get("output_type") == "stream"))
-        if error is not None:
-            message = _plain(f"{error.get('ename')}: {error.get('evalue')}")
-            if error.get("ename") == "ExerciseError":
-                status = "not attempted" if "still raises NotImplementedError" in message else "failed"
-            else:
-                status = "error"
-            grades.append(Grade(label, status, message))
-        elif "\u2714" in text:
-            grades.append(Grade(label, "passed", text.strip().split("\n")[-1]))
-        else:
-            grades.append(Grade(label, "error", "the check cell printed no verdict (was it run?)"))
-    return grades
-
-
-def grade_notebook(path: Path, timeout: int = 600) -> list[Grade]:
-    """Run a student's notebook top to bottom in a fresh kernel (errors do not stop it) and grade
-    each exercise by its self-check (:func:`grade_outputs`).  The notebook file is not changed."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    from .._validate import as_int
-
-    path = _path(path, "path")
-    timeout = as_int(timeout, "timeout", minimum=1)
-    _markdown(path)
-    nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    return grade_outputs(nb)
-
-
-def run_times(facts: list[ChapterFacts]) -> str:
+def run_times(facts: list[ChapterFacts], style: str = "myst") -> str:
     """Each chapter's stored run time, as one Markdown line: ``{doc}`00 <00_overview>` 4 s · ...``."""
-    parts = [f"{_doc(f.chapter, _number(f.chapter))} {f.run_seconds:.0f} s" for f in facts
+    style = _style(style)
+    parts = [f"{_doc(f.chapter, _number(f.chapter), style)} {f.run_seconds:.0f} s" for f in facts
              if f.run_seconds is not None]
     return " · ".join(parts) if parts else "(no chapter holds a stored run)"
+
+
+def torch_sentence(facts: list[ChapterFacts], style: str = "myst") -> str:
+    """Which chapters import PyTorch or ``transformers``, as the subject and verb of a sentence:
+    "Chapter 16 imports" or "Chapters 14 and 16 import", the numbers linked in ``style``."""
+    style = _style(style)
+    hf = [f for f in facts if f.needs_hf]
+    if not hf:
+        return "No chapter imports"
+    names = [_doc(f.chapter, _number(f.chapter), style) for f in hf]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return f"Chapter {listed} imports" if len(hf) == 1 else f"Chapters {listed} import"

@@ -300,8 +300,8 @@ def speed_table(speed: dict) -> str:
     rows = [[name, f"{s.ms_per_token:.1f}", spread(s.ms_middle_half, 1), f"{s.tokens_per_pass:.2f}",
              acc(s.acceptance), f"{s.draft_passes_per_token:.2f}", spread(s.tokens_per_pass_middle_half, 2)]
             for name, s in speed.items()]
-    return markdown_table(["setting", "ms per token (median)", "middle half of runs", "tokens per target pass",
-                           "acceptance", "draft passes per token", "tokens per pass, middle half of runs"],
+    return markdown_table(["setting", "ms / token (median)", "middle half", "tokens / target pass",
+                           "acceptance", "draft passes / token", "tokens / pass, middle half"],
                           rows)
 
 

@@ -162,7 +162,7 @@ def plot_bonus(view, ax=None):
 def plot_speedup(view, ax=None):
     """Speed-up in target passes against draft length, from :func:`speclib.book.widgets.speedup_view`.
 
-    The speed-up is the model's ``walltime_speedup``: tokens per step over the step's cost in
+    The speed-up is the model's ``speedup_in_passes``: tokens per step over the step's cost in
     target passes, ``1 + k c`` (a pass over ``k + 1`` tokens taken to cost one pass).
     """
     view = _view(view, "SpeedupView", "speedup_view")
@@ -700,3 +700,104 @@ def plot_verification_blocks(views, ncols=2, title=None):
         fig.suptitle(title)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig
+
+
+# --- The book's record (speclib.book.record): chapters 1, 7, 13, 17
+
+def record_curve(record, pattern: str, max_tokens: int = 512):
+    """``(n, r(n), q25, q75)`` arrays of the record's ``r<n>`` quantities named by ``pattern``.
+
+    ``pattern`` is a name with ``{n}`` for the token count (``"r{n}/target/isolated/numpy/cpu"``);
+    ``r(1) = 1`` by definition.  The quartiles are the value itself where the record has none.
+    ValueError when the record holds none of them.
+    """
+    import numpy as np
+
+    _text(pattern, "pattern")
+    if "{n}" not in pattern:
+        raise ValueError(f"pattern: expected a name with {{n}} for the token count, got {pattern!r}")
+    n, r, lo, hi = [1], [1.0], [1.0], [1.0]
+    for m in range(2, max_tokens + 1):
+        key = pattern.format(n=m)
+        if key in record:
+            q = record[key]
+            n.append(m)
+            r.append(q.value)
+            lo.append(q.value if q.q25 is None else q.q25)
+            hi.append(q.value if q.q75 is None else q.q75)
+    if len(n) == 1:
+        raise ValueError(f"pattern: the record has no quantity named {pattern.format(n='<n>')!r}")
+    return tuple(np.array(a) for a in (n, r, lo, hi))
+
+
+def plot_record_costs(record, curves: dict, ax=None, separate: bool = True, log: bool = False,
+                      title: str = "Cost of one pass over n tokens", max_tokens: int = 512):
+    """``r(n)`` from a record, one curve per entry of ``curves`` (label -> name pattern, see
+    :func:`record_curve`), with the middle half of the repeats as error bars, and (``separate``)
+    the line of ``n`` separate one-token passes.  A second model joins the figure by a second
+    entry; ``max_tokens`` cuts the curves there.  Returns the axes."""
+    import numpy as np
+
+    if not isinstance(curves, dict) or not curves:
+        raise TypeError("curves: expected a dict of label -> name pattern with {n}")
+    ax = _axes(ax, figsize=(6.5, 3.4))
+    top = 1
+    for label, pattern in curves.items():
+        n, r, lo, hi = record_curve(record, pattern, max_tokens)
+        ax.errorbar(n, r, yerr=[r - lo, hi - r], marker="o", capsize=3, label=_text(label, "label"))
+        top = max(top, int(n.max()))
+    if separate:
+        n = np.arange(1, top + 1)
+        ax.plot(n, n, "--", color="gray", lw=1, label="n separate one-token passes")
+    if log:
+        ax.set(xscale="log", yscale="log")
+        ticks = [t for t in (1, 2, 4, 8, 16, 32, 64, 128, 256) if t <= top]
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.set_yticks(ticks, [str(t) for t in ticks])
+        ax.minorticks_off()
+    ax.axhline(1, color="grey", lw=0.8)
+    ax.set(xlabel="new tokens in the pass", ylabel="cost / one-token pass", title=title)
+    ax.legend(fontsize=9, loc="upper left")
+    return ax
+
+
+def plot_record_speedups(record, drafters, passes=("numpy", "compiled"), temperature: float = 1.0,
+                         device: str = "cpu", axes=None, title: str | None = None):
+    """The record's median wall-clock speed-up at every ``k``, with its 95% interval, one panel per
+    kind of pass and one line per drafter, the legend below the panels; the grey line is plain
+    decoding.  Returns the axes."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from .record import name
+
+    drafters, passes = list(drafters), list(passes)
+    if not drafters or not passes:
+        raise ValueError("drafters, passes: expected at least one of each")
+    if axes is None:
+        _, axes = plt.subplots(1, len(passes), figsize=(6.75, 3.3), sharey=True, squeeze=False)
+        axes = axes[0]
+    for ax, p in zip(axes, passes):
+        for i, d in enumerate(drafters):
+            ks, med, lo, hi = [], [], [], []
+            for k in range(1, 33):
+                key = name("speedup", d, k=k, T=temperature, passes=p, device=device)
+                if key in record:
+                    q = record[key]
+                    ks.append(k), med.append(q.value), lo.append(q.low), hi.append(q.high)
+            if not ks:
+                raise ValueError(f"drafters: the record has no speed-up of {d!r} with {p} passes")
+            med, lo, hi = map(np.array, (med, lo, hi))
+            shift = (i - (len(drafters) - 1) / 2) * 0.12
+            ax.errorbar(np.array(ks) + shift, med, yerr=[med - lo, hi - med], marker="o", ms=4, capsize=2,
+                        label=d)
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set(xlabel="draft length k", title=f"{p} passes")
+    axes[0].set_ylabel("wall-clock speed-up")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig = axes[0].figure
+    fig.legend(handles, labels, fontsize=9, loc="lower center", ncol=len(labels), frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.subplots_adjust(bottom=0.27, top=0.8 if title else 0.9)
+    return axes

@@ -515,7 +515,9 @@ def ranking_sentence(estimates: dict, what: str = "rate", digits: int = 2) -> st
     ``estimates`` maps a name to ``(value, low, high)`` (an estimate and its interval).  The
     leader is named alone only when its interval lies above every other's; otherwise the
     names whose intervals reach the leader's are reported together as within noise of each
-    other, and the rest below them.
+    other.  A name below that group is said to be below exactly those members whose
+    intervals lie above its own: below all of them when it is, else below the ones it is
+    separated from (its interval still overlaps the others').
 
     Examples
     --------
@@ -523,6 +525,8 @@ def ranking_sentence(estimates: dict, what: str = "rate", digits: int = 2) -> st
     'a has the highest rate, 0.80 (0.78 to 0.82), above b at 0.70 (0.68 to 0.72).'
     >>> ranking_sentence({"a": (0.80, 0.74, 0.86), "b": (0.78, 0.72, 0.84), "c": (0.5, 0.45, 0.55)})
     'a (0.80, 0.74 to 0.86) and b (0.78, 0.72 to 0.84) cannot be told apart on this sample: their intervals overlap; c is below both at 0.50 (0.45 to 0.55).'
+    >>> ranking_sentence({"a": (1.0, 0.9, 1.1), "b": (0.9, 0.7, 1.0), "c": (0.8, 0.75, 0.85)})
+    'a (1.00, 0.90 to 1.10) and b (0.90, 0.70 to 1.00) cannot be told apart on this sample: their intervals overlap; c at 0.80 (0.75 to 0.85) is below a, and its interval overlaps that of b.'
     """
     if not isinstance(estimates, dict) or len(estimates) < 2:
         raise ValueError("estimates: expected a dict of at least two names to (value, low, high)")
@@ -541,6 +545,9 @@ def ranking_sentence(estimates: dict, what: str = "rate", digits: int = 2) -> st
     def full(r):
         return f"{f.format(r[0])} ({f.format(r[1])} to {f.format(r[2])})"
 
+    def listing(names):
+        return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
     leader = rows[0]
     group = [r for r in rows if r[2] >= leader[1]]
     rest = [r for r in rows if r[2] < leader[1]]
@@ -548,13 +555,20 @@ def ranking_sentence(estimates: dict, what: str = "rate", digits: int = 2) -> st
         others = ", ".join(f"{r[3]} at {full(r)}" for r in rest)
         return f"{leader[3]} has the highest {what}, {full(leader)}, above {others}."
     names = [f"{r[3]} ({f.format(r[0])}, {f.format(r[1])} to {f.format(r[2])})" for r in group]
-    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-    out = f"{listed} cannot be told apart on this sample: their intervals overlap"
-    if rest:
-        below = "both" if len(group) == 2 else "them"
-        out += "; " + ", ".join(f"{r[3]}" for r in rest[:-1]) + (" and " if len(rest) > 1 else "") + \
-               f"{rest[-1][3]} {'is' if len(rest) == 1 else 'are'} below {below}" + \
-               (f" at {full(rest[0])}" if len(rest) == 1 else f" ({'; '.join(full(r) for r in rest)})")
+    out = f"{listing(names)} cannot be told apart on this sample: their intervals overlap"
+    below_all = [r for r in rest if all(r[2] < g[1] for g in group)]
+    if below_all:
+        everyone = "both" if len(group) == 2 else "them"
+        out += "; " + ", ".join(f"{r[3]}" for r in below_all[:-1]) + (" and " if len(below_all) > 1 else "") + \
+            f"{below_all[-1][3]} {'is' if len(below_all) == 1 else 'are'} below {everyone}" + \
+            (f" at {full(below_all[0])}" if len(below_all) == 1 else f" ({'; '.join(full(r) for r in below_all)})")
+    for r in rest:
+        if r in below_all:
+            continue
+        above = [g[3] for g in group if r[2] < g[1]]
+        overlapping = [g[3] for g in group if r[2] >= g[1]]
+        out += (f"; {r[3]} at {full(r)} is below {listing(above)}, and its interval overlaps "
+                f"{'that' if len(overlapping) == 1 else 'those'} of {listing(overlapping)}")
     return out + "."
 
 

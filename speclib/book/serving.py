@@ -8,11 +8,15 @@ module measures that on the numpy pair, with the batched pass of
 :mod:`speclib.lm.batched` and the batch driver :func:`speclib.core.variants.batch_generate`:
 
 * :func:`batched_pass_times`: the seconds of one batched target (or draft) pass over ``B``
-  sequences of ``n`` new tokens each (medians);
+  sequences of ``n`` new tokens each (medians of the repeats, as every timing of the book);
 * :func:`serve`: one batch of requests decoded to the end, timed (throughput, time per
   generated token of one request, tokens per pass, acceptance, ragged waste);
-* :func:`serving_grid`: :func:`serve` over batch sizes and draft lengths, interleaved so that
-  a slow spell of the machine hits every setting alike;
+* :func:`serving_grid`: :func:`serve` over batch sizes and draft lengths, every setting once
+  per repeat in a fresh order, so that a slow spell of the machine hits every setting alike;
+  :func:`speedup_intervals` pairs each speculative run with the plain run of its repeat and
+  gives the median ratio with the range of the paired runs, which the sentences rank by
+  (:func:`speedup_sentence`);
+* :func:`pass_grid_from_record`: the pass times of the book's record as a :class:`PassGrid`;
 * :func:`batch_speedup`: the cost model of :mod:`speclib.core.theory` extended to a batch,
   from the measured pass times and the measured acceptance;
 * :func:`k_for_batch`: a turn-down policy, the draft length that model predicts best at
@@ -37,7 +41,9 @@ from ..lm.corpora import load_corpus, shared_vocabulary
 from ..lm.transformer import Transformer, blas_threads
 
 __all__ = ["PassGrid", "ServingRun", "batch_speedup", "batched_pass_times", "batching_sentence", "heldout_prompts",
-           "k_for_batch", "plot_batch_speedup", "plot_serving", "ragged_waste", "serve", "serving_grid", "speedup_sentence", "speedups"]
+           "k_for_batch", "pass_grid_from_record", "plot_batch_speedup", "plot_serving", "ragged_waste", "runs_from_record",
+           "serve",
+           "serving_grid", "speedup_intervals", "speedup_sentence", "speedups", "typical_runs"]
 
 
 def heldout_prompts(n: int, length: int = 32, domain: str = "code", seed: int = 0) -> list[np.ndarray]:
@@ -65,7 +71,7 @@ def _check_transformer(model: object, name: str) -> Transformer:
 
 @dataclass(frozen=True)
 class PassGrid:
-    """Seconds of batched passes (the fastest of the repeats): ``seconds[i, j]`` for ``batch_sizes[i]`` sequences of
+    """Seconds of batched passes (the median of the repeats): ``seconds[i, j]`` for ``batch_sizes[i]`` sequences of
     ``n_tokens[j]`` new tokens each."""
 
     batch_sizes: np.ndarray
@@ -89,14 +95,12 @@ class PassGrid:
 
 def batched_pass_times(model: Transformer, batch_sizes: Sequence[int], n_tokens: Sequence[int],
                        prefix_length: int = 40, repeats: int = 5, seed: int = 0) -> PassGrid:
-    """Time one batched cached pass of ``model`` for every ``(B, n)``: the fastest of ``repeats``.
+    """Time one batched cached pass of ``model`` for every ``(B, n)``: the median of ``repeats``.
 
     Each of the ``B`` caches holds ``prefix_length`` random tokens; the pass feeds each ``n``
     random tokens (as a verification pass feeds ``k + 1``), and the caches are rolled back
-    after it.  Each repeat visits every ``(B, n)`` once in a fresh random order.  The fastest
-    repeat is kept: a pass takes a millisecond or two, and on a machine shared with other work
-    a median of a few such timings still jumps with every slow spell, while the fastest is the
-    pass's own cost.
+    after it.  Each repeat visits every ``(B, n)`` once in a fresh random order, so that a slow
+    spell of the machine slows one timing of each setting, not the median.
 
     Examples
     --------
@@ -136,7 +140,28 @@ def batched_pass_times(model: Transformer, batch_sizes: Sequence[int], n_tokens:
         for r in range(repeats):
             for c in rng.permutation(len(cells)):
                 seconds[r][cells[c]] = one(*cells[c])
-    return PassGrid(bs, ns, seconds.min(axis=0))
+    return PassGrid(bs, ns, np.median(seconds, axis=0))
+
+
+def pass_grid_from_record(record, batch_sizes: Sequence[int], n_tokens: Sequence[int],
+                          passes: str = "numpy", device: str = "cpu") -> PassGrid:
+    """The record's batched passes of the target as a :class:`PassGrid` (seconds).
+
+    Reads ``t1_ms/target/B<b>/isolated/<passes>/<device>`` and
+    ``r<n>/target/B<b>/isolated/<passes>/<device>`` of a
+    :class:`speclib.book.record.Record`.
+    """
+    from .record import name
+
+    bs = np.array(as_int_list(batch_sizes, "batch_sizes", minimum=1))
+    ns = np.array(as_int_list(n_tokens, "n_tokens", minimum=1))
+    seconds = np.empty((bs.size, ns.size))
+    for i, b in enumerate(bs):
+        t1 = record[name("t1_ms", "target", B=b, where="isolated", passes=passes, device=device)].value / 1e3
+        for j, n in enumerate(ns):
+            seconds[i, j] = t1 if n == 1 else t1 * record[name(f"r{n}", "target", B=b, where="isolated",
+                                                                 passes=passes, device=device)].value
+    return PassGrid(bs, ns, seconds)
 
 
 @dataclass(frozen=True)
@@ -157,6 +182,7 @@ class ServingRun:
     acceptance: float  #: accepted / verified drafts (nan for plain decoding)
     waste: float  #: fraction of the ``B * max_i n_i`` slots of a padded batch that keep no token
     rejected_share: float  #: fraction of the drafted tokens the target rejected or never judged
+    repeat: int = 0  #: which repeat of :func:`serving_grid` made it
 
     @property
     def throughput(self) -> float:
@@ -211,9 +237,9 @@ def serving_grid(target: Transformer, draft: Transformer, batch_sizes: Sequence[
 
     Batch ``B`` decodes the first ``B`` of one list of held-out code prompts, so a bigger
     batch adds requests to a smaller one.  The settings are visited in a fresh random order
-    in every repeat; the returned run of each setting is its fastest: on a machine shared
-    with other work, the run least disturbed by it (a median of a few runs still moves with a
-    slow spell that hits one setting twice).
+    in every repeat.  Every run is returned (``repeat`` says which), setting by setting in
+    the order of ``batch_sizes`` and ``ks``; :func:`typical_runs` keeps each setting's median
+    run and :func:`speedup_intervals` pairs the runs of a repeat.
     """
     bs = as_int_list(batch_sizes, "batch_sizes", minimum=1, maximum=1024)
     ks = as_int_list(ks, "ks", minimum=0, maximum=MAX_DRAFT_LENGTH)
@@ -225,8 +251,61 @@ def serving_grid(target: Transformer, draft: Transformer, batch_sizes: Sequence[
     for _ in range(repeats):
         for c in order.permutation(len(cells)):
             b, k = cells[c]
-            runs[(b, k)].append(serve(target, draft, prompts[:b], n_new, k, seed))
-    return [min(runs[c], key=lambda r: r.seconds) for c in cells]
+            run = serve(target, draft, prompts[:b], n_new, k, seed)
+            runs[(b, k)].append(ServingRun(**{**run.__dict__, "repeat": len(runs[(b, k)])}))
+    return [r for c in cells for r in runs[c]]
+
+
+def runs_from_record(record, batch_sizes: Sequence[int], ks: Sequence[int], n_new: int,
+                     temperature: float = 1.0) -> list[ServingRun]:
+    """The record's median serving runs (``tokens_per_s``, ``tokens_per_pass``, ``waste`` of
+    ``pair`` at every ``(B, k)``, ``k = 0`` plain) as :class:`ServingRun` objects, for
+    :func:`plot_serving`; what the record does not keep (passes read, acceptance) is left empty."""
+    from .record import name
+
+    out = []
+    for b in as_int_list(batch_sizes, "batch_sizes", minimum=1):
+        for k in as_int_list(ks, "ks", minimum=0):
+            tp = record[name("tokens_per_s", "pair", k=k, B=b, T=temperature, passes="numpy", device="cpu")].value
+            loop = dict(k=k, B=b, T=temperature, where="loop")
+            tpp = record[name("tokens_per_pass", "pair", **loop)].value if k else 1.0
+            waste = record[name("waste", "pair", **loop)].value if k else 0.0
+            out.append(ServingRun(b, k, n_new, b * n_new / tp, max(1, round(n_new / tpp)), 0, float("nan"),
+                                  waste, float("nan")))
+    return out
+
+
+def typical_runs(runs: Sequence[ServingRun]) -> list[ServingRun]:
+    """Each setting's median run by time (of an even count, the faster of the two middle ones)."""
+    runs = _runs(runs)
+    cells: dict[tuple[int, int], list[ServingRun]] = {}
+    for r in runs:
+        cells.setdefault((r.batch_size, r.k), []).append(r)
+    return [sorted(c, key=lambda r: r.seconds)[(len(c) - 1) // 2] for c in cells.values()]
+
+
+def speedup_intervals(runs: Sequence[ServingRun]) -> dict[tuple[int, int], tuple[float, float, float]]:
+    """``(B, k) -> (median, low, high)`` of speculation's throughput over plain decoding's.
+
+    Each speculative run is paired with the plain run of the same batch size and repeat (they
+    ran in the same sweep of the machine); the median of the paired ratios is the estimate and
+    the lowest and highest ratio its range.  The range of ``m`` paired runs covers their
+    median with probability ``1 - 2 / 2**m`` (0.94 for five runs).
+
+    Examples
+    --------
+    >>> runs = [ServingRun(2, k, 10, s, 10, 20, 0.7, 0.0, 0.0, repeat=r)
+    ...         for r, (p, q) in enumerate([(1.0, 0.5), (1.2, 0.5), (1.0, 0.4)]) for k, s in ((0, p), (3, q))]
+    >>> speedup_intervals(runs)
+    {(2, 3): (2.4, 2.0, 2.5)}
+    """
+    runs = _runs(runs)
+    plain = {(r.batch_size, r.repeat): r.seconds for r in runs if r.k == 0}
+    ratios: dict[tuple[int, int], list[float]] = {}
+    for r in runs:
+        if r.k and (r.batch_size, r.repeat) in plain:
+            ratios.setdefault((r.batch_size, r.k), []).append(plain[(r.batch_size, r.repeat)] / r.seconds)
+    return {cell: (float(np.median(v)), float(min(v)), float(max(v))) for cell, v in ratios.items()}
 
 
 def batch_speedup(alpha: float, k: int, batch_size: int, target_times: PassGrid, draft_seconds: float,
@@ -238,7 +317,7 @@ def batch_speedup(alpha: float, k: int, batch_size: int, target_times: PassGrid,
     sequences of ``n`` tokens (measured), and ``t_D`` the draft's cost per step: ``B``
     single-sequence draft passes (``draft_seconds`` each, as :func:`serve` runs them), or one
     batched draft pass over ``B`` tokens when ``batched_draft`` (from ``draft_times``).  With
-    ``B = 1`` and ``t_T(1, k+1) = t_T(1, 1)`` this is :func:`speclib.core.theory.walltime_speedup`.
+    ``B = 1`` and ``t_T(1, k+1) = t_T(1, 1)`` this is :func:`speclib.core.theory.speedup_in_passes`.
 
     Examples
     --------
@@ -303,7 +382,8 @@ def _runs(runs: object) -> list[ServingRun]:
 
 
 def speedups(runs: Sequence[ServingRun]) -> dict[tuple[int, int], float]:
-    """Measured throughput of every ``(B, k)`` with ``k > 0`` over plain decoding at the same ``B``.
+    """Measured throughput of every ``(B, k)`` with ``k > 0`` over plain decoding at the same ``B``:
+    the median of the paired runs (:func:`speedup_intervals`).
 
     Examples
     --------
@@ -312,21 +392,18 @@ def speedups(runs: Sequence[ServingRun]) -> dict[tuple[int, int], float]:
     >>> speedups([a, b])
     {(2, 3): 2.0}
     """
-    runs = _runs(runs)
-    plain = {r.batch_size: r.throughput for r in runs if r.k == 0}
-    return {(r.batch_size, r.k): r.throughput / plain[r.batch_size]
-            for r in runs if r.k and r.batch_size in plain}
+    return {cell: m for cell, (m, _, _) in speedup_intervals(runs).items()}
 
 
 def plot_serving(runs: Sequence[ServingRun], axes=None):
     """Throughput (left) and one request's time per generated token (right) against the batch size.
 
-    One line for plain decoding and one per draft length; both axes logarithmic.
-    Returns the two axes.
+    One line for plain decoding and one per draft length (each setting's median run); both
+    axes logarithmic.  Returns the two axes.
     """
     import matplotlib.pyplot as plt
 
-    runs = _runs(runs)
+    runs = typical_runs(runs)
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     ks = sorted({r.k for r in runs})
@@ -353,8 +430,9 @@ def plot_serving(runs: Sequence[ServingRun], axes=None):
 def plot_batch_speedup(measured: dict, predicted: dict, ax=None):
     """Measured (markers) and predicted (lines) speed-up over plain decoding against the batch size.
 
-    ``measured`` and ``predicted`` map ``(B, k)`` to a speed-up (:func:`speedups`,
-    :func:`batch_speedup`).  Returns the axes.
+    ``measured`` maps ``(B, k)`` to a speed-up or to ``(median, low, high)``
+    (:func:`speedup_intervals`, drawn with its range), ``predicted`` to a speed-up
+    (:func:`batch_speedup`).  Returns the axes.
     """
     import matplotlib.pyplot as plt
 
@@ -366,7 +444,11 @@ def plot_batch_speedup(measured: dict, predicted: dict, ax=None):
     colours = plt.cm.viridis(np.linspace(0.0, 0.85, max(1, len(ks))))
     for colour, k in zip(colours, ks):
         bs = sorted(b for b, kk in measured if kk == k)
-        ax.plot(bs, [measured[(b, k)] for b in bs], "o", color=colour, label=f"k = {k}, measured")
+        m = np.array([measured[(b, k)] if isinstance(measured[(b, k)], tuple) else (measured[(b, k)],) * 3
+                      for b in bs], dtype=float)
+        shift = 2 ** (0.06 * (list(ks).index(k) - (len(ks) - 1) / 2))  # side by side on the log axis
+        ax.errorbar(np.array(bs) * shift, m[:, 0], yerr=[m[:, 0] - m[:, 1], m[:, 2] - m[:, 0]], fmt="o",
+                    color=colour, capsize=2, label=f"k = {k}, measured")
         pb = sorted(b for b, kk in predicted if kk == k)
         ax.plot(pb, [predicted[(b, k)] for b in pb], "-", color=colour, alpha=0.7)
     ax.axhline(1.0, color="black", lw=1, ls="--")
@@ -414,35 +496,44 @@ def batching_sentence(plain: dict[int, tuple[float, float]]) -> str:
     return text
 
 
-def speedup_sentence(measured: dict[tuple[int, int], float]) -> str:
-    """One sentence on the measured speed-up of speculation over plain decoding at each batch size.
+def speedup_sentence(measured: dict[tuple[int, int], tuple[float, float, float]],
+                     interval: str = "range of the paired runs") -> str:
+    """What the measured speed-ups say at the smallest and the largest batch, through their intervals.
 
-    ``measured`` maps ``(B, k)`` to throughput over plain throughput at the same ``B`` (what
-    :func:`speedups` returns).  It names the best ``k`` at the smallest and the largest batch,
-    says "faster" or "slower" from the number itself, and where the best speed-up over all
-    batch sizes peaked.
+    ``measured`` maps ``(B, k)`` to ``(median, low, high)`` of throughput over plain
+    throughput at the same ``B`` (:func:`speedup_intervals`).  At each of the two batch sizes
+    the draft length with the highest median is named with its interval, together with every
+    other draft length whose interval reaches it (then no single best ``k`` is claimed); and
+    the sentence says whether speculation was faster or slower than plain decoding beyond the
+    interval (its low end above 1, or its high end below 1) or within it.
 
     Examples
     --------
-    >>> print(speedup_sentence({(1, 1): 1.2, (1, 3): 1.3, (8, 1): 1.1, (8, 3): 0.9, (32, 1): 0.8, (32, 3): 0.7}))
-    At *B* = 1 the best draft length, *k* = 3, gave 1.30x plain decoding's throughput (faster); at *B* = 32 the best, *k* = 1, gave 0.80x (slower). The best speed-up was largest at *B* = 1.
-    >>> print(speedup_sentence({(1, 3): 0.9, (2, 3): 1.47, (32, 3): 0.77}))
-    At *B* = 1 the best draft length, *k* = 3, gave 0.90x plain decoding's throughput (slower); at *B* = 32 the best, *k* = 3, gave 0.77x (slower). The best speed-up was largest at *B* = 2 (1.47x).
+    >>> print(speedup_sentence({(1, 1): (1.2, 1.1, 1.3), (1, 3): (1.3, 1.25, 1.4),
+    ...                         (32, 1): (0.8, 0.7, 0.9), (32, 3): (0.55, 0.5, 0.65)}))
+    At *B* = 1 the highest median is at *k* = 3, 1.30x plain decoding's throughput (range of the paired runs 1.25 to 1.40), but *k* = 1 reaches into that range; faster beyond the range. At *B* = 32 *k* = 1 leads alone with 0.80x (0.70 to 0.90), slower beyond the range.
     """
     if not isinstance(measured, dict) or not measured:
-        raise ValueError("measured: expected a dict (B, k) -> speed-up, as speedups() returns")
+        raise ValueError("measured: expected a dict (B, k) -> (median, low, high), as speedup_intervals() returns")
+    for cell, v in measured.items():
+        if not (isinstance(v, tuple) and len(v) == 3 and v[1] <= v[0] <= v[2]):
+            raise ValueError(f"measured[{cell}]: expected (median, low, high) with low <= median <= high, got {v!r}")
     bs = sorted({b for b, _ in measured})
-    best = {b: max(((s, k) for (bb, k), s in measured.items() if bb == b)) for b in bs}
-
-    def word(s: float) -> str:
-        return "faster" if round(s, 2) > 1 else "slower" if round(s, 2) < 1 else "the same"
-
-    s0, k0 = best[bs[0]]
-    text = f"At *B* = {bs[0]} the best draft length, *k* = {k0}, gave {_times(s0)} plain decoding's throughput ({word(s0)})"
-    if len(bs) > 1:
-        s1, k1 = best[bs[-1]]
-        text += f"; at *B* = {bs[-1]} the best, *k* = {k1}, gave {_times(s1)} ({word(s1)})"
-    peak = max(bs, key=lambda b: best[b][0])
-    text += f". The best speed-up was largest at *B* = {peak}"
-    text += "." if peak in (bs[0], bs[-1]) else f" ({_times(best[peak][0])})."
-    return text
+    out = []
+    for n, b in enumerate(dict.fromkeys((bs[0], bs[-1]))):
+        cells = {k: measured[(bb, k)] for bb, k in measured if bb == b}
+        k0 = max(cells, key=lambda k: cells[k][0])
+        m, lo, hi = cells[k0]
+        close = sorted(k for k, v in cells.items() if k != k0 and v[2] >= lo)
+        side = ("faster beyond the range" if lo > 1 else "slower beyond the range" if hi < 1 else
+                "within the range of plain decoding's throughput")
+        if close:
+            named = [f"*k* = {k}" for k in close]
+            ks = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+            verb = "reaches" if len(close) == 1 else "reach"
+            text = (f"the highest median is at *k* = {k0}, {_times(m)} plain decoding's throughput ({interval} "
+                    f"{lo:.2f} to {hi:.2f}), but {ks} {verb} into that range; {side}")
+        else:
+            text = f"*k* = {k0} leads alone with {_times(m)} ({lo:.2f} to {hi:.2f}), {side}"
+        out.append(f"At *B* = {b} {text}.")
+    return " ".join(out)

@@ -254,7 +254,7 @@ def trace_tokens(blocks: list[BlockTrace]) -> np.ndarray:
 def trace_markdown(blocks: list[BlockTrace], digits: int = 3) -> str:
     """The trace as a Markdown table, one line per judged draft or bonus token.
 
-    Columns: block, position, draft token ``x``, ``p(x)``, ``q(x)``,
+    Columns: block, position, the draft token ``x``, ``p(x)``, ``q(x)``,
     ``min(1, q/p)``, the uniform ``u``, the decision (keep, reject, bonus) and the emitted
     token (after a rejection, the replacement drawn from the residual).
     """
@@ -265,7 +265,7 @@ def trace_markdown(blocks: list[BlockTrace], digits: int = 3) -> str:
     def num(v: float | None) -> str:
         return "" if v is None else f"{v:.{digits}f}"
 
-    lines = ["| block | pos | draft x | p(x) | q(x) | min(1, q/p) | u | decision | emits |",
+    lines = ["| block | pos | x | p(x) | q(x) | min(1, q/p) | u | decision | emits |",
              "|---:|---:|---:|---:|---:|---:|---:|:---|---:|"]
     for b in blocks:
         for r in b.rows:
@@ -280,7 +280,8 @@ def trace_markdown(blocks: list[BlockTrace], digits: int = 3) -> str:
 
 #: Colours of the timeline: what happened to each drafted or emitted token.
 TIMELINE_COLOURS = {"accepted": "#2ca02c", "rejected": "#d62728", "unjudged": "#c7c7c7",
-                    "corrected": "#ff7f0e", "bonus": "#1f77b4", "target": "#9467bd", "plain": "#7f7f7f"}
+                    "corrected": "#ff7f0e", "bonus": "#1f77b4", "target": "#9467bd", "plain": "#7f7f7f",
+                    "loop": "#e0d4ea"}
 _LANES = {"plain": 0, "output": 1, "target": 2, "draft": 3}
 #: The timeline's size in inches: 675 pixels at 100 dpi, the book's column, so that its
 #: 9-point labels show at 9 pixels or more (tests/test_figures.py).
@@ -291,8 +292,9 @@ def _printable(text: str) -> str:
     return {"\n": "\u23ce", " ": "\u2423"}.get(text, text)
 
 
-def timeline_boxes(blocks: list[BlockTrace], c: float = 0.1,
-                   r: float | Callable[[int], float] = 1.0) -> list[tuple[str, float, float, str, int | None]]:
+def timeline_boxes(blocks: list[BlockTrace], c: float = 0.1, r: float | Callable[[int], float] = 1.0,
+                   outside: float = 0.0, outside_plain: float = 0.0
+                   ) -> list[tuple[str, float, float, str, int | None]]:
     """The boxes of a timeline of ``blocks``: ``(lane, start, width, kind, token)`` each.
 
     Time is in units of one target pass over one token; a draft pass costs ``c``, and a
@@ -302,8 +304,10 @@ def timeline_boxes(blocks: list[BlockTrace], c: float = 0.1,
     Block after block: ``k`` draft passes (each box a drafted token, of kind ``"accepted"``,
     ``"rejected"`` or ``"unjudged"``, the drafts after a rejection), then one target pass over
     ``k + 1`` tokens (lane ``"target"``), whose end emits the block's tokens (lane ``"output"``:
-    ``"accepted"``, ``"corrected"`` or ``"bonus"``).  Lane ``"plain"`` shows plain decoding
-    making the same tokens, one one-token target pass each.
+    ``"accepted"``, ``"corrected"`` or ``"bonus"``).  ``outside`` is the loop's own work per
+    step between the passes (drawing, the verification rule, rolling the caches back), drawn
+    after the target pass (lane ``"target"``, kind ``"loop"``).  Lane ``"plain"`` shows plain
+    decoding making the same tokens, one one-token target pass each plus ``outside_plain``.
 
     Examples
     --------
@@ -316,6 +320,8 @@ def timeline_boxes(blocks: list[BlockTrace], c: float = 0.1,
     from .._validate import as_real
 
     c = as_real(c, "c", low=0.0)
+    outside = as_real(outside, "outside", low=0.0)
+    outside_plain = as_real(outside_plain, "outside_plain", low=0.0)
     cost = _pass_cost(r)
     trace_tokens(blocks)  # checks the list
     boxes, t, n_out = [], 0.0, 0
@@ -334,8 +340,12 @@ def timeline_boxes(blocks: list[BlockTrace], c: float = 0.1,
             kind = "accepted" if j < n_acc else "bonus" if j == k else "corrected"
             boxes.append(("output", t + j * width, width, kind, int(y)))
         t += verify
+        if outside:
+            boxes.append(("target", t, outside, "loop", None))
+            t += outside
         n_out += emitted.size
-    boxes += [("plain", float(j), 1.0, "plain", None) for j in range(n_out)]
+    per = 1.0 + outside_plain
+    boxes += [("plain", j * per, per, "plain", None) for j in range(n_out)]
     return boxes
 
 
@@ -355,19 +365,20 @@ def _tokens(n: int) -> str:
 
 def plot_timeline(blocks: list[BlockTrace], c: float = 0.1, decode: Callable[[int], str] | None = None,
                   ax=None, upto: int | None = None, title: str | None = None,
-                  r: float | Callable[[int], float] = 1.0):
+                  r: float | Callable[[int], float] = 1.0, outside: float = 0.0, outside_plain: float = 0.0):
     """Draw a traced generation as a timeline: draft passes, target passes, emitted tokens.
 
     ``blocks`` come from :func:`speculative_trace`; ``c`` is a draft pass and ``r`` a
     verification pass (a number, or a function of the tokens in the pass) in units of one
-    one-token target pass, as in :func:`timeline_boxes`; ``decode`` turns a token id into the
-    text printed in its box.  ``upto`` draws only the first ``upto`` blocks on the axes of the
+    one-token target pass, and ``outside`` / ``outside_plain`` the loop's own time per step and
+    per plain token, as in :func:`timeline_boxes`; ``decode`` turns a token id into the text
+    printed in its box.  Every label stays inside the axes.  ``upto`` draws only the first ``upto`` blocks on the axes of the
     whole run (the frames of :func:`timeline_animation`).  Returns the axes.
     """
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, Rectangle
 
-    boxes = timeline_boxes(blocks, c, r)
+    boxes = timeline_boxes(blocks, c, r, outside, outside_plain)
     cost = _pass_cost(r)
     decode = (lambda t: str(t)) if decode is None else decode
     if not callable(decode):
@@ -375,8 +386,8 @@ def plot_timeline(blocks: list[BlockTrace], c: float = 0.1, decode: Callable[[in
     if ax is None:
         _, ax = plt.subplots(figsize=TIMELINE_SIZE)
     upto = len(blocks) if upto is None else as_int(upto, "upto", minimum=0, maximum=len(blocks))
-    end = sum(b.draft_tokens.size * c + cost(b.draft_tokens.size + 1) for b in blocks)
-    shown_end = sum(b.draft_tokens.size * c + cost(b.draft_tokens.size + 1) for b in blocks[:upto])
+    end = sum(b.draft_tokens.size * c + cost(b.draft_tokens.size + 1) + outside for b in blocks)
+    shown_end = sum(b.draft_tokens.size * c + cost(b.draft_tokens.size + 1) + outside for b in blocks[:upto])
     n_shown = sum(b.verification.tokens.size for b in blocks[:upto])
     for lane, start, width, kind, token in boxes:
         if start >= shown_end - 1e-12:
@@ -388,25 +399,57 @@ def plot_timeline(blocks: list[BlockTrace], c: float = 0.1, decode: Callable[[in
         if lane == "output":  # the text, where it is emitted
             ax.text(start + width / 2, y, _printable(decode(token)), ha="center", va="center",
                     fontsize=9, family="monospace", color="white")
-        elif lane == "draft" and kind == "rejected":  # the draft the target turned down
-            ax.text(start + width / 2, y + 0.55, _printable(decode(token)), ha="center", va="center",
+        elif lane == "draft" and kind == "rejected":  # the draft the target turned down, above its box
+            x = max(start + width / 2, 0.012 * end)  # never across the left edge
+            ax.text(x, y + 0.62, _printable(decode(token)), ha="center", va="center",
                     fontsize=9, family="monospace", color=TIMELINE_COLOURS[kind])
-    plain_done = min(int(shown_end + 1e-9), sum(b.verification.tokens.size for b in blocks))
+    plain_done = min(int(shown_end / (1.0 + outside_plain) + 1e-9), sum(b.verification.tokens.size for b in blocks))
     for lane, count in (("output", n_shown), ("plain", plain_done)):
         ax.text(end * 1.01, _LANES[lane], _tokens(count), va="center", fontsize=9)
     ax.set_xlim(0, end * 1.2)
-    ax.set_ylim(-0.6, 4.1)
+    ax.set_ylim(-0.6, 4.2)
     ax.set_yticks(list(_LANES.values()), ["plain", "output", "target", "draft"])
     ax.set_xlabel("time, in one-token target passes")
     ax.set_title(title or (f"{len(blocks)} speculative steps, k = {blocks[0].draft_tokens.size}"
                            if blocks else "no steps"))
-    legend = [Patch(color=TIMELINE_COLOURS[k], label=k) for k in
-              ("accepted", "rejected", "unjudged", "corrected", "bonus")]
-    ax.legend(handles=legend, fontsize=9, ncol=5, loc="upper center", bbox_to_anchor=(0.45, -0.3),
-              frameon=False, handlelength=1.0, columnspacing=1.0)
+    kinds = ("accepted", "rejected", "unjudged", "corrected", "bonus") + (("loop",) if outside else ())
+    legend = [Patch(color=TIMELINE_COLOURS[k], label="loop's own work" if k == "loop" else k) for k in kinds]
+    ax.legend(handles=legend, fontsize=9, ncol=len(kinds), loc="upper center", bbox_to_anchor=(0.45, -0.3),
+              frameon=False, handlelength=1.0, columnspacing=0.8)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     return ax
+
+
+def typical_trace(target: Callable, draft: Callable, prompt, tokens_per_step: float, n_blocks: int = 6,
+                  k: int = 4, seeds: range = range(40)) -> tuple[list[BlockTrace], int]:
+    """A trace of ``n_blocks`` steps whose tokens per step are the typical ones, and its seed.
+
+    Of the traces :func:`speculative_trace` draws with each seed in ``seeds``, the first whose
+    mean tokens per step lies nearest ``tokens_per_step`` (a measured mean, e.g. the book's
+    record at this ``k``): a figure of a few steps then shows what a typical stretch does, not
+    a lucky one.
+
+    Examples
+    --------
+    >>> from speclib.lm.models import markov_pair
+    >>> target, draft = markov_pair(vocab_size=8, draft_noise=0.3, seed=0)
+    >>> blocks, seed = typical_trace(target, draft, [0], tokens_per_step=2.0, n_blocks=4, k=3)
+    >>> sum(b.verification.tokens.size for b in blocks) / len(blocks)
+    2.0
+    """
+    from .._validate import as_real
+
+    tokens_per_step = as_real(tokens_per_step, "tokens_per_step", low=1.0)
+    if len(seeds) == 0:
+        raise ValueError("seeds: expected at least one seed")
+    best = None
+    for seed in seeds:
+        blocks = speculative_trace(target, draft, prompt, n_blocks=n_blocks, k=k, rng=seed)
+        gap = abs(sum(b.verification.tokens.size for b in blocks) / len(blocks) - tokens_per_step)
+        if best is None or gap < best[0] - 1e-12:
+            best = (gap, blocks, int(seed))
+    return best[1], best[2]
 
 
 def animation_html(anim) -> str:
@@ -424,7 +467,8 @@ def animation_html(anim) -> str:
 
 
 def timeline_animation(blocks: list[BlockTrace], c: float = 0.1, decode: Callable[[int], str] | None = None,
-                       interval: int = 900, r: float | Callable[[int], float] = 1.0, title: str | None = None):
+                       interval: int = 900, r: float | Callable[[int], float] = 1.0, title: str | None = None,
+                       outside: float = 0.0, outside_plain: float = 0.0):
     """:func:`plot_timeline` one block at a time, as a ``matplotlib.animation.FuncAnimation``.
 
     Frame ``i`` shows the first ``i`` blocks.  ``anim.to_jshtml()`` renders it as
@@ -441,7 +485,8 @@ def timeline_animation(blocks: list[BlockTrace], c: float = 0.1, decode: Callabl
 
     def frame(i: int):
         ax.clear()
-        plot_timeline(blocks, c, decode, ax=ax, upto=i, r=r, title=title)
+        plot_timeline(blocks, c, decode, ax=ax, upto=i, r=r, title=title, outside=outside,
+                      outside_plain=outside_plain)
         return []
 
     # frame i shows the first i steps; the first frame already shows one (an empty one says nothing)

@@ -284,7 +284,7 @@ def shape_table(rows: list) -> str:
     """The Markdown table of :func:`shape_rows`: tokens per pass, r, drafting, measured and modelled speed-ups."""
     if not isinstance(rows, (list, tuple)) or not all(isinstance(r, ShapeRow) for r in rows):
         raise TypeError("rows: expected a list of ShapeRow (from shape_rows)")
-    lines = ["| nodes | shape | tokens / pass | r(n+1) | drafting / step | measured | model | if r = 1 |",
+    lines = ["| nodes | shape | tokens / pass | r(n+1) | draft / step | measured | model | if r = 1 |",
              "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         m = row.measured

@@ -37,6 +37,10 @@ from ..lm.transformer import blas_threads
 
 __all__ = [
     "WallClock",
+    "change_phrase",
+    "cost_model_rows",
+    "pass_cost_sentences",
+    "gap_sentence",
     "block_pass_differences",
     "goal_sentence",
     "greedy_divergence",
@@ -285,6 +289,208 @@ def wallclock_experiment(target: Callable, draft: Callable, prompts: list, n_new
                             fixed += sum(seconds) - len(seconds) * fields[key][at]
                     fields["fixed_seconds"][at] = fixed
     return WallClock(ks_all, n_new, **fields)
+
+
+def medusa_heads() -> int:
+    """How many heads the shipped Medusa drafter has: it drafts at most that many tokens a step."""
+    from ..lm.drafters import DATA_DIR, DRAFTER_FILES, load_weights
+
+    return int(load_weights(DATA_DIR / DRAFTER_FILES["medusa"])[0]["heads"])
+
+
+def cost_model_rows(record, drafters: Sequence[str], ks: Sequence[int], passes: str = "numpy",
+                    device: str = "cpu", temperature: float = 1.0, alpha_k: int = 4) -> list[dict]:
+    """The cost model beside the measurement, per drafter and ``k``, from the book's record.
+
+    ``record`` is a :class:`speclib.book.record.Record`.  For each drafter and ``k`` the costs
+    of the record's wall-clock runs (``c`` and the loop's own time per step and per plain
+    token, in one-token target passes; ``r(k+1)`` of the target's pass inside those runs), the
+    acceptance rate inside the loop at ``k = alpha_k`` (the record measures it once, on
+    many prompts), and two predictions of
+    :func:`speclib.core.cost.speedup_with_overhead`: without the loop's own time
+    (``predicted``, the formula of chapter 6 with the measured ``r``) and with it
+    (``predicted_with``); beside them the measured median speed-up and its interval.
+    Medusa's heads draft ``min(k, heads)`` tokens from one pass, verified by a pass over
+    ``min(k, heads) + 1``.  A setting the record lacks is left out.
+    """
+    from ..core.cost import speedup_with_overhead
+    from .record import name
+
+    heads = medusa_heads()
+    rows = []
+    cond = dict(passes=passes, device=device)
+    for d in drafters:
+        alpha = record[name("alpha", d, k=alpha_k, T=temperature, where="loop")].value
+        c = record[name("c", d, where="loop", **cond)].value
+        plain = record[name("outside_plain", d, T=temperature, **cond)].value
+        for k in ks:
+            drafts, n_passes = (min(k, heads), 1) if d == "medusa" else (k, k)
+            keys = {"r": name(f"r{drafts + 1}", d, where="loop", **cond),
+                    "outside": name("outside", d, k=k, T=temperature, **cond),
+                    "speedup": name("speedup", d, k=k, T=temperature, **cond)}
+            if not all(key in record for key in keys.values()):
+                continue
+            r, o, m = record[keys["r"]].value, record[keys["outside"]].value, record[keys["speedup"]]
+            rows.append({"drafter": d, "k": int(k), "alpha": alpha, "c": c, "r": r, "outside": o,
+                         "outside_plain": plain, "drafts": drafts, "draft_passes": n_passes,
+                         "predicted": speedup_with_overhead(alpha, k, c, r, drafts=drafts, draft_passes=n_passes),
+                         "predicted_with": speedup_with_overhead(alpha, k, c, r, o, plain, drafts=drafts,
+                                                                 draft_passes=n_passes),
+                         "measured": m.value, "low": m.low, "high": m.high})
+    return rows
+
+
+def change_phrase(before: float, after: float, digits: int = 3, rel: float = 0.1) -> str:
+    """``"falls from a to b"``, ``"rises from a to b"`` or, within ``rel`` of each other,
+    ``"stays near a (b)"``: how a measured figure moves, generated from the two values.
+
+    Examples
+    --------
+    >>> change_phrase(0.09, 0.05), change_phrase(0.09, 0.13), change_phrase(0.1, 0.104)
+    ('falls from 0.090 to 0.050', 'rises from 0.090 to 0.130', 'stays near 0.100 (0.104)')
+    """
+    before, after = as_real(before, "before", low=0.0), as_real(after, "after", low=0.0)
+    f = f"{{:.{int(digits)}f}}".format
+    if abs(after - before) <= rel * max(before, after):
+        return f"stays near {f(before)} ({f(after)})"
+    return f"{'falls' if after < before else 'rises'} from {f(before)} to {f(after)}"
+
+
+def _list(ns: Sequence[int]) -> str:
+    ns = [str(int(n)) for n in ns]
+    return ns[0] if len(ns) == 1 else ", ".join(ns[:-1]) + " and " + ns[-1]
+
+
+def pass_cost_sentences(n: Sequence[int], r: Sequence[float], t1_ms: float, fixed_ms: float,
+                        per_token_ms: float) -> dict[str, str]:
+    """What a table of measured pass costs shows, in generated sentences (Markdown).
+
+    ``n`` and ``r`` are token counts and the measured ``r(n) = t(n) / t(1)`` (``r(1) = 1``);
+    ``t1_ms`` the one-token pass; ``fixed_ms + per_token_ms * n`` a line fitted to the passes
+    over two tokens and more.  Returns:
+
+    - ``"fixed"``: where the line's fixed term stands against the one-token pass, which reads
+      the same weights, and so whether it can be read as the time to read them;
+    - ``"separate"``: at which ``n`` a pass over ``n`` tokens cost less than ``n`` one-token passes;
+    - ``"two"``: at which ``n`` it cost less than two one-token passes.
+
+    Examples
+    --------
+    >>> out = pass_cost_sentences([1, 2, 4, 8], [1.0, 2.9, 3.1, 3.3], 6.0, 16.0, 0.7)
+    >>> out["fixed"][:86]
+    'The line starts at 16.0 ms, 2.67 times the one-token pass (6.0 ms), which reads the sa'
+    >>> out["separate"], out["two"]
+    ('A pass over $n$ tokens cost less than $n$ one-token passes at $n =$ 4 and 8, and more at $n =$ 2.', 'No measured pass over two tokens or more cost less than two one-token passes.')
+    """
+    n = [int(x) for x in n]
+    r = [float(x) for x in r]
+    if len(n) != len(r) or len(n) < 2:
+        raise ValueError("n, r: expected as many costs as token counts, at least two")
+    t1_ms, fixed_ms = as_real(t1_ms, "t1_ms", low=0.0), as_real(fixed_ms, "fixed_ms", low=0.0)
+    per_token_ms = as_real(per_token_ms, "per_token_ms", low=0.0)
+    ratio = fixed_ms / t1_ms
+    head = (f"The line starts at {fixed_ms:.1f} ms, {ratio:.2f} times the one-token pass ({t1_ms:.1f} ms), "
+            "which reads the same weights")
+    if ratio > 1.15:
+        fixed = (head + ": so its fixed term is not the time to read the weights. It is what the routine for "
+                 "several rows costs before its first token, and that routine is another than the one-row one.")
+    elif ratio < 0.85:
+        fixed = (head + ": the routine for several rows reads the weights in less time than the one-row routine "
+                 "takes for one token, so the line's fixed term is a lower bound on the read, not the read.")
+    else:
+        fixed = head + ": within 15% of it, so here the fixed term can be read as the time to read the weights."
+    many = [(a, b) for a, b in zip(n, r) if a >= 2]
+    below = [a for a, b in many if b < a]
+    above = [a for a, b in many if b >= a]
+    if not above:
+        separate = "Every measured pass over $n$ tokens cost less than $n$ one-token passes."
+    elif not below:
+        separate = "No measured pass over $n$ tokens cost less than $n$ one-token passes."
+    else:
+        separate = (f"A pass over $n$ tokens cost less than $n$ one-token passes at $n =$ {_list(below)}, "
+                    f"and more at $n =$ {_list(above)}.")
+    two = [a for a, b in many if b < 2]
+    if not two:
+        two_text = "No measured pass over two tokens or more cost less than two one-token passes."
+    elif len(two) == len(many):
+        two_text = "Every measured pass, up to the largest, cost less than two one-token passes."
+    else:
+        two_text = (f"A pass cost less than two one-token passes at $n =$ {_list(two)}, and at least two at "
+                    f"$n =$ {_list([a for a, b in many if b >= 2])}.")
+    return {"fixed": fixed, "separate": separate, "two": two_text}
+
+
+def _pct(x: float) -> str:
+    return "under 1%" if 100 * x < 0.5 else f"{100 * x:.0f}%"
+
+
+def _pct_range(values: list[float]) -> str:
+    lo, hi = _pct(min(values)), _pct(max(values))
+    return f"by {lo}" if lo == hi else f"by {lo} to {hi}"
+
+
+def _settings(rows: Sequence[dict]) -> str:
+    """``pair (k = 2); medusa (k = 3 to 8)``: settings grouped by drafter, runs of k joined
+    (rows with a ``label`` are named by it)."""
+    if any("label" in r for r in rows):
+        return "; ".join(str(r.get("label", r.get("drafter"))) for r in rows)
+    by: dict[str, list[int]] = {}
+    for r in rows:
+        by.setdefault(r["drafter"], []).append(int(r["k"]))
+    parts = []
+    for d, ks in by.items():
+        ks, runs = sorted(ks), []
+        for k in ks:
+            if runs and k == runs[-1][1] + 1:
+                runs[-1][1] = k
+            else:
+                runs.append([k, k])
+        pieces = [str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a} to {b}" for a, b in runs]
+        text = pieces[0] if len(pieces) == 1 else ", ".join(pieces[:-1]) + " and " + pieces[-1]
+        parts.append(f"{d} (k = {text})")
+    return "; ".join(parts)
+
+
+def gap_sentence(rows: Sequence[dict], key: str = "predicted", model: str = "the formula") -> str:
+    """How far ``rows[i][key]`` (a prediction) lies from ``rows[i]["measured"]``, in both directions.
+
+    One generated sentence: in how many settings the prediction is above the measured median
+    and by how much (the least and the most, relative to the measurement), in how many below,
+    and every setting where it calls the sign wrong (a speed-up above 1 predicted where the
+    median measured below 1, or the reverse), named.  No average that would let errors of
+    opposite sign cancel.
+
+    Examples
+    --------
+    >>> rows = [{"drafter": "pair", "k": 2, "predicted": 1.2, "measured": 0.9},
+    ...         {"drafter": "pair", "k": 4, "predicted": 1.0, "measured": 1.1}]
+    >>> gap_sentence(rows)
+    'Of 2 settings, the formula predicts more than was measured in 1 (by 33%) and less in 1 (by 9%); it predicts a speed-up where the median was a slow-down at pair (k = 2).'
+    """
+    if not rows:
+        raise ValueError("rows: expected at least one setting")
+    if any(r["measured"] <= 0 for r in rows):
+        raise ValueError("rows: a measured speed-up must be positive")
+    errors = [r[key] / r["measured"] - 1 for r in rows]
+    over = [e for e in errors if e > 0]
+    under = [-e for e in errors if e < 0]
+    parts = []
+    if over:
+        parts.append(f"more than was measured in {len(over)} ({_pct_range(over)})")
+    if under:
+        parts.append(f"less in {len(under)} ({_pct_range(under)})")
+    if len(over) + len(under) < len(rows):
+        parts.append(f"exactly the measurement in {len(rows) - len(over) - len(under)}")
+    out = f"Of {len(rows)} settings, {model} predicts " + " and ".join(parts)
+    up = _settings([r for r in rows if r[key] > 1 > r["measured"]])
+    down = _settings([r for r in rows if r[key] < 1 < r["measured"]])
+    if up:
+        out += f"; it predicts a speed-up where the median was a slow-down at {up}"
+    if down:
+        out += f"; it predicts a slow-down where the median was a speed-up at {down}"
+    if not up and not down:
+        out += "; it calls the side of 1 right in every one"
+    return out + "."
 
 
 def last_level_cache_bytes(sysfs: str = "/sys/devices/system/cpu/cpu0/cache") -> int | None:

@@ -8,6 +8,11 @@ static figure made by the same pure function next to the explorer.
 An explorer shows its sliders and returns None: a notebook cell that ends with the call then
 prints nothing under them (``interact`` itself returns the redraw function, which a cell
 would print as ``<function ...show(...)>``).
+
+The explorers do not use ``ipywidgets.interact`` (see :func:`explorer_box`): what they draw
+is the value of an Image (or HTML) widget, which only travels from the kernel to the front
+end, so a headless run of a chapter (nbclient, which executes the notebooks, the grader and
+the tests use) has no widget state to send back to the kernel while the cell runs.
 """
 
 from __future__ import annotations
@@ -30,6 +35,70 @@ _MAX_VOCAB = 4096
 _MAX_BLOCKS = 10_000
 _MAX_TOKENS = 100_000
 _MAX_BATCH = 4096
+
+
+def _figure_png(fig, dpi: int = 100) -> bytes:
+    """``fig`` as PNG bytes; the figure is closed, so the notebook's inline backend does not show it
+    a second time under the explorer."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    try:
+        fig.savefig(buffer, format="png", dpi=dpi)
+    finally:
+        plt.close(fig)
+    return buffer.getvalue()
+
+
+def explorer_box(draw, **controls):
+    """The controls, and under them what ``draw(**values)`` returns for their values, drawn
+    again whenever a control moves: an ``ipywidgets.VBox`` of the controls and one view widget.
+
+    ``draw`` returns a matplotlib figure (shown as a PNG in an ``ipywidgets.Image``) or a
+    string of HTML (shown in an ``ipywidgets.HTML``); the first call decides which.
+
+    This replaces ``ipywidgets.interact``, which draws into an ``Output`` widget.  A front end
+    without a browser mirrors an Output widget: nbclient (which executes the notebooks, the
+    grader and the tests use) sends the widget's outputs back to the kernel as a comm message
+    each time the cell draws into it, while the kernel is still running that cell.  One run of
+    chapter 2 in thirteen hung there, kernel and client both idle.  An Image or HTML widget's
+    value only travels from the kernel to the front end, so a headless run receives it and
+    sends nothing.
+    """
+    import ipywidgets
+
+    if not controls:
+        raise ValueError("controls: an explorer needs at least one control")
+    for name, control in controls.items():
+        if not isinstance(control, ipywidgets.ValueWidget):
+            raise TypeError(f"{name}: expected an ipywidgets control with a value, got {type(control).__name__}")
+    first = draw(**{name: c.value for name, c in controls.items()})
+    html = isinstance(first, str)
+    if html:
+        view = ipywidgets.HTML(value=first)
+    else:
+        view = ipywidgets.Image(value=_figure_png(first), format="png")
+
+    def redraw(_change=None) -> None:
+        drawn = draw(**{name: c.value for name, c in controls.items()})
+        view.value = drawn if html else _figure_png(drawn)
+
+    for control in controls.values():
+        control.observe(redraw, names="value")
+    return ipywidgets.VBox([*controls.values(), view])
+
+
+def _display(box) -> None:
+    from IPython.display import display
+
+    display(box)
+
+
+def _explore(draw, **controls) -> None:
+    """Show :func:`explorer_box` ``(draw, **controls)``; returns None (a cell prints nothing more)."""
+    _display(explorer_box(draw, **controls))
 
 
 def _check_seed(seed: object) -> None:
@@ -87,12 +156,12 @@ def correction_explorer(vocab_size: int = 8, seed: int = 0) -> None:
     _as_int(vocab_size, "vocab_size", minimum=2, maximum=_MAX_VOCAB)
     _check_seed(seed)
 
-    def show(draft_noise: float = 0.5) -> None:
+    def show(draft_noise: float = 0.5):
         plot_correction(correction_view(draft_noise, vocab_size, seed))
-        plt.show()
+        return plt.gcf()
 
     slider = ipywidgets.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.05, description="draft noise")
-    ipywidgets.interact(show, draft_noise=slider)
+    _explore(show, draft_noise=slider)
 
 
 class BonusView(_NamedTuple):
@@ -133,11 +202,11 @@ def bonus_explorer() -> None:
 
     from .plots import plot_bonus
 
-    def show(alpha: float = 0.8, k: int = 4) -> None:
+    def show(alpha: float = 0.8, k: int = 4):
         plot_bonus(bonus_view(alpha, k))
-        plt.show()
+        return plt.gcf()
 
-    ipywidgets.interact(
+    _explore(
         show,
         alpha=ipywidgets.FloatSlider(value=0.8, min=0.0, max=1.0, step=0.01, description="alpha"),
         k=ipywidgets.IntSlider(value=4, min=1, max=12, description="k"),
@@ -193,11 +262,11 @@ def speedup_explorer(k_max: int = 16) -> None:
 
     k_max = _as_int(k_max, "k_max", minimum=1, maximum=_MAX_K)
 
-    def show(alpha: float = 0.8, c: float = 0.05, k: int = 4) -> None:
+    def show(alpha: float = 0.8, c: float = 0.05, k: int = 4):
         plot_speedup(speedup_view(alpha, c, k, k_max))
-        plt.show()
+        return plt.gcf()
 
-    ipywidgets.interact(
+    _explore(
         show,
         alpha=ipywidgets.FloatSlider(value=0.8, min=0.0, max=1.0, step=0.01, description="alpha"),
         c=ipywidgets.FloatSlider(value=0.05, min=0.0, max=1.0, step=0.01, description="c"),
@@ -268,13 +337,13 @@ def pass_cost_explorer(n_params: float = 1e8, bytes_per_param: float = 4.0,
     bandwidth = _as_real(bandwidth, "bandwidth", low=1e9, high=1e13)
     flops = _as_real(flops, "flops", low=1e9, high=1e15)
 
-    def show(bandwidth_gb_s: float, gflop_s: float, params_millions: float, bytes_per_param: float, k: int) -> None:
+    def show(bandwidth_gb_s: float, gflop_s: float, params_millions: float, bytes_per_param: float, k: int):
         plot_pass_cost(pass_cost_view(params_millions * 1e6, bytes_per_param, bandwidth_gb_s * 1e9,
                                       gflop_s * 1e9, k))
-        plt.show()
+        return plt.gcf()
 
     log = ipywidgets.FloatLogSlider
-    ipywidgets.interact(
+    _explore(
         show,
         bandwidth_gb_s=log(value=bandwidth / 1e9, base=10, min=0, max=4, step=0.05, description="GB/s"),
         gflop_s=log(value=flops / 1e9, base=10, min=0, max=6, step=0.05, description="GFLOP/s"),
@@ -334,11 +403,11 @@ def drafting_explorer(vocab_size: int = 64, seed: int = 0) -> None:
     _as_int(vocab_size, "vocab_size", minimum=2, maximum=_MAX_VOCAB)
     _check_seed(seed)
 
-    def show(draft_noise: float = 0.3, context_id: int = 42) -> None:
+    def show(draft_noise: float = 0.3, context_id: int = 42):
         plot_drafting(drafting_view(draft_noise, vocab_size, seed, context_id))
-        plt.show()
+        return plt.gcf()
 
-    ipywidgets.interact(
+    _explore(
         show,
         draft_noise=ipywidgets.FloatSlider(value=0.3, min=0.0, max=1.0, step=0.05, description="draft noise"),
         context_id=ipywidgets.IntSlider(value=42, min=0, max=255, description="context"),
@@ -403,11 +472,11 @@ def verification_explorer(k: int = 4, n_blocks: int = 12, seed: int = 0) -> None
     n_blocks = _as_int(n_blocks, "n_blocks", minimum=1, maximum=_MAX_BLOCKS)
     _check_seed(seed)
 
-    def show(block: int = 0, draft_noise: float = 0.5) -> None:
+    def show(block: int = 0, draft_noise: float = 0.5):
         plot_verification_block(verification_view(block, draft_noise, k, n_blocks, seed))
-        plt.show()
+        return plt.gcf()
 
-    ipywidgets.interact(
+    _explore(
         show,
         block=ipywidgets.IntSlider(value=0, min=0, max=n_blocks - 1, description="block"),
         draft_noise=ipywidgets.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.05, description="draft noise"),
@@ -455,15 +524,15 @@ def generation_view(domain: str = "prose", k: int = 4, temperature: float = 1.0,
 
 def generation_explorer() -> None:
     """Domain, k, temperature and seed sliders over :func:`generation_view`."""
+    import html
+
     import ipywidgets
-    from IPython.display import HTML, display
 
-    def show(domain: str = "prose", k: int = 4, temperature: float = 1.0, seed: int = 0) -> None:
+    def show(domain: str = "prose", k: int = 4, temperature: float = 1.0, seed: int = 0) -> str:
         view = generation_view(domain, k, temperature, seed)
-        display(HTML(view.html))
-        print(view.summary)
+        return f"{view.html}<pre>{html.escape(view.summary)}</pre>"
 
-    ipywidgets.interact(
+    _explore(
         show,
         domain=ipywidgets.Dropdown(options=["prose", "code"], value="prose", description="domain"),
         k=ipywidgets.IntSlider(value=4, min=1, max=12, description="k"),
@@ -526,13 +595,13 @@ def sampling_controls_explorer(vocab_size: int = 8, seed: int = 0) -> None:
     vocab_size = _as_int(vocab_size, "vocab_size", minimum=2, maximum=_MAX_VOCAB)
     _check_seed(seed)
 
-    def show(temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, draft_noise: float = 0.5) -> None:
+    def show(temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, draft_noise: float = 0.5):
         view = sampling_controls_view(temperature, top_k or None, None if top_p >= 1.0 else top_p,
                                       vocab_size, draft_noise, seed)
         plot_sampling_controls(view)
-        plt.show()
+        return plt.gcf()
 
-    ipywidgets.interact(
+    _explore(
         show,
         temperature=ipywidgets.FloatSlider(value=1.0, min=0.0, max=2.0, step=0.05, description="temperature"),
         top_k=ipywidgets.IntSlider(value=0, min=0, max=vocab_size, description="top-k (0 off)"),
@@ -594,11 +663,11 @@ def controller_explorer(n_tokens: int = 400, seed: int = 0) -> None:
     _as_int(n_tokens, "n_tokens", minimum=1, maximum=_MAX_TOKENS)
     _check_seed(seed)
 
-    def show(draft_noise: float = 0.5, c: float = 0.2) -> None:
+    def show(draft_noise: float = 0.5, c: float = 0.2):
         plot_controller_bars(controller_view(draft_noise, c, n_tokens, seed))
-        plt.show()
+        return plt.gcf()
 
-    ipywidgets.interact(
+    _explore(
         show,
         draft_noise=ipywidgets.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.05, description="draft noise"),
         c=ipywidgets.FloatSlider(value=0.2, min=0.0, max=1.0, step=0.05, description="cost ratio c"),
@@ -647,11 +716,11 @@ def batch_waste_explorer(max_batch: int = 32) -> None:
 
     _as_int(max_batch, "max_batch", minimum=1, maximum=_MAX_BATCH)
 
-    def show(alpha: float = 0.7, k: int = 4) -> None:
+    def show(alpha: float = 0.7, k: int = 4):
         plot_batch_waste(batch_waste_view(alpha, k, max_batch))
-        plt.show()
+        return plt.gcf()
 
-    ipywidgets.interact(
+    _explore(
         show,
         alpha=ipywidgets.FloatSlider(value=0.7, min=0.05, max=0.99, step=0.01, description="alpha"),
         k=ipywidgets.IntSlider(value=4, min=1, max=12, description="k"),

@@ -13,6 +13,12 @@ after a rejection must forget the rejected tokens.  Every model the loops of
 ``cache.rollback(length)``
     keep only the first ``length`` tokens.
 
+A cache may also offer ``cache.extend_last(tokens, m)``: feed the tokens and return the rows
+of the last ``m`` only (a loop reading a long prompt needs the last row, and a real model's
+output head over every prompt position is much of the prompt's cost).
+:func:`extend_checked` uses it when asked for the last rows; any other cache is read
+through ``extend``.
+
 A model that keeps real incremental state (the numpy transformer's key/value cache, the
 recurrent model of the variants chapter, the Hugging Face adapter) offers ``model.cache()``.
 Any other protocol model is read through :class:`RecomputeCache`, which stores the tokens
@@ -303,8 +309,20 @@ def checked_rows(rows: object, name: str, n: int | None = None, vocab_size: int 
     return rows
 
 
-def extend_checked(cache: ModelCache, tokens: np.ndarray, name: str, timings: dict | None = None) -> np.ndarray:
+def _extend(cache: ModelCache, tokens: np.ndarray, last: int | None) -> np.ndarray:
+    if last is None:
+        return cache.extend(tokens)
+    if getattr(cache, "extend_last", None) is not None:
+        return cache.extend_last(tokens, last)
+    return cache.extend(tokens)[len(tokens) - last:]
+
+
+def extend_checked(cache: ModelCache, tokens: np.ndarray, name: str, timings: dict | None = None,
+                   last: int | None = None) -> np.ndarray:
     """``cache.extend(tokens)`` with its rows checked, and its time added to ``timings[name]`` if asked.
+
+    With ``last``, only the rows of the last ``last`` tokens are returned (and checked), through
+    the cache's ``extend_last`` where it has one.
 
     The rows of a cache that :func:`rows_trusted` vouches for (speclib's own, and the
     wrappers of :func:`model_cache`, which check inside) are not checked again.
@@ -313,14 +331,15 @@ def extend_checked(cache: ModelCache, tokens: np.ndarray, name: str, timings: di
     ``(name, number of tokens fed, seconds)``, so that passes of different sizes (a prompt,
     a verification block, a re-read window) can be told apart.
     """
+    count = len(tokens) if last is None else last
     if timings is None:
-        rows = cache.extend(tokens)
-        return rows if rows_trusted(cache) else checked_rows(rows, name, len(tokens), getattr(cache, "vocab_size", None))
+        rows = _extend(cache, tokens, last)
+        return rows if rows_trusted(cache) else checked_rows(rows, name, count, getattr(cache, "vocab_size", None))
     t0 = time.perf_counter()
-    rows = cache.extend(tokens)
+    rows = _extend(cache, tokens, last)
     seconds = time.perf_counter() - t0
     timings[name] = timings.get(name, 0.0) + seconds
     passes = timings.get("passes")
     if passes is not None:
         passes.append((name, len(tokens), seconds))
-    return rows if rows_trusted(cache) else checked_rows(rows, name, len(tokens), getattr(cache, "vocab_size", None))
+    return rows if rows_trusted(cache) else checked_rows(rows, name, count, getattr(cache, "vocab_size", None))

@@ -18,10 +18,14 @@ module measures that on the machine at hand, with a stack of dense layers in num
   computes its passes by the same rule;
 * :func:`measure_pass_times` times passes over 1, 2, 4, ... tokens, interleaving the sizes
   so that a slow moment of the machine hurts all of them alike, and keeps every repeat;
-* :func:`fit_pass_cost` summarises the medians as ``fixed + per_token * n``: the fixed part
-  is reading the weights, the per-token part the arithmetic.  Their ratio, the
-  *crossover* ``n*``, says where the fact stops holding: below it, extra tokens are nearly
-  free; well above it, the cost grows in proportion to the tokens;
+* :func:`fit_pass_cost` summarises the medians as ``fixed + per_token * n``: the per-token
+  part is the arithmetic each extra token adds; the fixed part is what a pass costs before
+  any of it.  Where the routine streams the weights at the memory's speed, that is reading
+  the weights, and the ratio of the two, the *crossover* ``n*``, says where the fact stops
+  holding; compare it with the measured one-token pass, which reads the same weights,
+  before reading it so (on a CPU the routine for several rows often costs more than that);
+* :func:`speedup_with_overhead` is the cost model of a speculative step with the loop's
+  own time per step, which the plain formula leaves out;
 * :func:`predicted_pass_time` is the same model written with hardware quantities (bytes of
   weights over memory bandwidth, plus arithmetic over throughput), for other machines.
 
@@ -382,6 +386,51 @@ def predicted_pass_time(n_tokens: np.ndarray | float, n_params: float, bytes_per
     flops = as_real(flops, "flops", low=1e-300)
     out = n_params * bytes_per_param / bandwidth + 2.0 * n_params * n / flops
     return float(out) if out.ndim == 0 else out
+
+
+def speedup_with_overhead(alpha: float, k: int, c: float, r: float, outside: float = 0.0,
+                          outside_plain: float = 0.0, *, drafts: int | None = None,
+                          draft_passes: int | None = None) -> float:
+    """The cost model's speed-up of a speculative step, with the loop's own time per step.
+
+    Everything is in one-token target passes of plain decoding.  A step drafts ``drafts``
+    tokens (``k`` unless the drafter proposes fewer: Medusa's heads draft ``min(k, heads)``)
+    in ``draft_passes`` draft passes of cost ``c`` (one per draft unless given), verifies them
+    in one target pass of cost ``r = r(drafts + 1)``, and spends ``outside`` on its own work
+    between the passes (drawing tokens, the verification rule, rolling the caches back); it
+    emits ``E = (1 - alpha**(drafts+1)) / (1 - alpha)`` tokens on average.  Plain decoding
+    spends ``1 + outside_plain`` per token.  So
+
+    ``S = E (1 + outside_plain) / (draft_passes c + r + outside)``.
+
+    With ``outside = outside_plain = 0`` this is
+    :func:`speclib.lm.transformer.speedup_with_costs`, which is then an upper bound on this
+    one whenever a step's own work is a larger share of the step than plain decoding's is of a
+    token (``outside / (draft_passes c + r) > outside_plain``), as in every loop the book measures.
+
+    Examples
+    --------
+    >>> round(speedup_with_overhead(0.8, 3, 0.05, 1.5), 3)        # no overhead
+    1.789
+    >>> round(speedup_with_overhead(0.8, 3, 0.05, 1.5, outside=0.4, outside_plain=0.05), 3)
+    1.512
+    >>> round(speedup_with_overhead(0.4, 6, 0.2, 1.3, drafts=4, draft_passes=1), 3)  # Medusa at k = 6
+    1.1
+    """
+    from .theory import expected_tokens_per_pass
+
+    k = as_int(k, "k", minimum=1)
+    drafts = k if drafts is None else as_int(drafts, "drafts", minimum=1, maximum=k, why="a step drafts at most k")
+    draft_passes = drafts if draft_passes is None else as_int(draft_passes, "draft_passes", minimum=0)
+    alpha = as_real(alpha, "alpha", low=0.0, high=1.0)
+    c = as_real(c, "c", low=0.0)
+    r = as_real(r, "r", low=0.0)
+    outside = as_real(outside, "outside", low=0.0)
+    outside_plain = as_real(outside_plain, "outside_plain", low=0.0)
+    step = draft_passes * c + r + outside
+    if step <= 0:
+        raise ValueError("r: a step must cost something (draft_passes c + r + outside > 0)")
+    return float(expected_tokens_per_pass(alpha, drafts)) * (1.0 + outside_plain) / step
 
 
 def largest_cache_bytes(sysfs: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> int | None:

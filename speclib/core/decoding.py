@@ -220,7 +220,7 @@ def autoregressive_generate(
     text = np.empty(prompt.size + max_new_tokens, dtype=np.int64)
     text[:prompt.size] = prompt
     for n in range(prompt.size, text.size):
-        q = extend_checked(cache, text[len(cache):n], "model", timings)[-1]
+        q = extend_checked(cache, text[len(cache):n], "model", timings, last=1)[0]
         text[n] = choose.token(q)
         stats.record_step(proposed=0, accepted=0, emitted=1)
     return text[prompt.size:], stats
@@ -250,7 +250,7 @@ def _target_rows(cache, text: np.ndarray, drafts: np.ndarray | TokenTree, timing
     if isinstance(drafts, TokenTree):
         return score_tree(cache, text, drafts, "target", timings)
     if drafts.ndim == 1:
-        return extend_checked(cache, chain_feed(cache, text, drafts), "target", timings)[-(drafts.size + 1):]
+        return extend_checked(cache, chain_feed(cache, text, drafts), "target", timings, last=drafts.size + 1)
     m, tree = drafts.shape[0], tree_from_paths(drafts)
     rows = score_tree(cache, text, tree, "target", timings)
     keep_branch(cache, text.size, tree, -1)

@@ -12,6 +12,8 @@ draft pass relative to one target pass.  The formulas are exact at ``alpha = 0``
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .._validate import MAX_DRAFT_LENGTH, as_int, as_probability_array, as_real
@@ -70,17 +72,20 @@ def tokens_per_step_variance(alpha: float, k: int) -> float:
     return float(pmf @ (n - mean) ** 2)
 
 
-def walltime_speedup(alpha: float | np.ndarray, k: int, c: float) -> float | np.ndarray:
-    """Expected wall-clock improvement over plain decoding (Leviathan et al., eq. for T).
+def speedup_in_passes(alpha: float | np.ndarray, k: int, c: float) -> float | np.ndarray:
+    """The idealised speed-up, counted in target passes (Leviathan et al., eq. for T).
 
     ``(1 - alpha**(k+1)) / ((1 - alpha) (k c + 1))``: tokens per step divided by the cost
-    of a step (``k`` draft passes at relative cost ``c`` and one target pass), assuming a
-    target pass over ``k + 1`` tokens costs the same as over one.  ``k = 0`` means plain
-    decoding and gives exactly 1.
+    of a step in target passes (``k`` draft passes at relative cost ``c`` and one target
+    pass), taking a target pass over ``k + 1`` tokens to cost the same as one over a single
+    token and nothing else to cost time.  It is a wall-clock speed-up only where both hold;
+    with a measured pass ratio ``r(k+1)`` the denominator becomes ``k c + r(k+1)``
+    (:func:`speclib.lm.transformer.speedup_with_costs`).  ``k = 0`` means plain decoding
+    and gives exactly 1.
 
     Examples
     --------
-    >>> round(walltime_speedup(0.8, 5, 0.0), 2)
+    >>> round(speedup_in_passes(0.8, 5, 0.0), 2)
     3.69
     """
     c = as_real(c, "c", low=0.0)
@@ -90,8 +95,19 @@ def walltime_speedup(alpha: float | np.ndarray, k: int, c: float) -> float | np.
     return expected_tokens_per_pass(alpha, k) / (k * c + 1.0)
 
 
+def walltime_speedup(alpha: float | np.ndarray, k: int, c: float) -> float | np.ndarray:
+    """The former name of :func:`speedup_in_passes`, kept so that existing code runs.
+
+    The name said "wall time" for a speed-up counted in target passes; it warns and
+    returns exactly what :func:`speedup_in_passes` returns.
+    """
+    warnings.warn("walltime_speedup is now speedup_in_passes (the speed-up it computes is counted in "
+                  "target passes, not wall-clock time)", DeprecationWarning, stacklevel=2)
+    return speedup_in_passes(alpha, k, c)
+
+
 def optimal_k(alpha: float, c: float, k_max: int = 64) -> int:
-    """The draft length in ``1 .. k_max`` with the largest :func:`walltime_speedup`.
+    """The draft length in ``1 .. k_max`` with the largest :func:`speedup_in_passes`.
 
     Returns 0 when no draft length beats plain decoding.  That happens exactly when
     ``alpha <= c``: each extra draft pass costs ``c`` and adds at most ``alpha`` expected
@@ -109,7 +125,7 @@ def optimal_k(alpha: float, c: float, k_max: int = 64) -> int:
     c = as_real(c, "c", low=0.0)
     k_max = as_int(k_max, "k_max", minimum=1, maximum=MAX_DRAFT_LENGTH)
     ks = np.arange(1, k_max + 1)
-    speedups = np.array([walltime_speedup(alpha, int(k), c) for k in ks])
+    speedups = np.array([speedup_in_passes(alpha, int(k), c) for k in ks])
     best = int(np.argmax(speedups))
     return int(ks[best]) if speedups[best] > 1.0 + 1e-12 else 0
 

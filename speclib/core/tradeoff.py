@@ -1,6 +1,6 @@
 """When speculation pays: speed-up against draft length, and the break-even lines.
 
-Under the cost model of :func:`speclib.core.theory.walltime_speedup` (a draft pass costs ``c``
+Under the cost model of :func:`speclib.core.theory.speedup_in_passes` (a draft pass costs ``c``
 target passes, a target pass over ``k + 1`` positions costs one), a step with ``k`` drafts
 costs ``1 + k c`` and emits ``1 + alpha + ... + alpha**k`` tokens on average.  So
 
@@ -21,7 +21,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from .._validate import MAX_DRAFT_LENGTH, as_int, as_probability_array, as_real, as_real_array
-from .theory import expected_tokens_per_pass, walltime_speedup
+from .theory import expected_tokens_per_pass, speedup_in_passes
 
 
 def optimal_k_grid(alphas: np.ndarray, costs: np.ndarray, k_max: int = 64) -> np.ndarray:
@@ -67,7 +67,7 @@ def optimal_k_grid(alphas: np.ndarray, costs: np.ndarray, k_max: int = 64) -> np
 def speedup_curve(alpha: float, c: float, k_max: int) -> np.ndarray:
     """Wall-clock speed-up for every draft length ``k = 0, 1, ..., k_max``.
 
-    Entry ``k`` is :func:`speclib.core.theory.walltime_speedup` ``(alpha, k, c)``; entry 0 is
+    Entry ``k`` is :func:`speclib.core.theory.speedup_in_passes` ``(alpha, k, c)``; entry 0 is
     plain decoding (1.0).
 
     Examples
@@ -78,13 +78,13 @@ def speedup_curve(alpha: float, c: float, k_max: int) -> np.ndarray:
     alpha = float(as_probability_array(alpha, "alpha"))
     c = as_real(c, "c", low=0.0)
     k_max = as_int(k_max, "k_max", minimum=1, maximum=MAX_DRAFT_LENGTH)
-    return np.array([walltime_speedup(alpha, k, c) for k in range(k_max + 1)])
+    return np.array([speedup_in_passes(alpha, k, c) for k in range(k_max + 1)])
 
 
 def break_even_c(alpha: float | np.ndarray, k: int) -> float | np.ndarray:
     """The largest cost ratio at which ``k`` drafts still do no worse than plain decoding.
 
-    Solves ``walltime_speedup(alpha, k, c) = 1``: ``(alpha + alpha**2 + ... + alpha**k) / k``,
+    Solves ``speedup_in_passes(alpha, k, c) = 1``: ``(alpha + alpha**2 + ... + alpha**k) / k``,
     the average number of extra tokens per draft pass.  For ``k = 1`` it is ``alpha`` itself.
     Speculation with ``k`` drafts pays for every smaller ``c``.
 

@@ -114,9 +114,18 @@ def _rows_matmul(x, wt, out):
     # by three columns, fill most of an AVX2 core's sixteen vector
     # registers; wider tiles measured slower: the compiler's unrolled
     # sums spill.)
-    m, n = x.shape[0], wt.shape[0]
+    #
+    # With two rows or more, the next three columns are prefetched first: the
+    # tiles multiply for longer than one row's tile, and without asking, the
+    # next columns would start loading only when the tiles reach them.
+    m, n, inner = x.shape[0], wt.shape[0], wt.shape[1]
     sizes = groups(m)
     for j in range(0, n, 3):
+        if m > 1:
+            for c in range(j + 3, min(j + 6, n)):
+                row = wt[c]
+                for t in range(0, inner, 16):  # one cache line of float32
+                    prefetch(row, t)
         i = 0
         for size in sizes:
             if size == 4:
@@ -134,10 +143,11 @@ _compiled = None
 
 
 def _compile():
-    global _compiled, tile4, tile3, tile2, tile1, groups
+    global _compiled, tile4, tile3, tile2, tile1, groups, prefetch
     if _compiled is None:
         if not available():
             raise RuntimeError("the verification kernel needs numba: pip install -r requirements.txt")
+        from ._prefetch import prefetch
         # fastmath lets the compiler reorder each sum into vector registers (8 float32 lanes).
         jit = _NUMBA.njit(fastmath=True, cache=True, nogil=True)
         tile4, tile3, tile2, tile1 = jit(_tile4), jit(_tile3), jit(_tile2), jit(_tile1)

@@ -242,6 +242,8 @@ class Llama:
     context_length = None
     #: Rows right by construction: the loops do not check them again (speclib.core.cache.rows_trusted).
     trusted_rows = True
+    #: The model's tokenizer (a :class:`speclib.lm.tokenizer.GGUFTokenizer`) when it was read from a file.
+    tokenizer = None
 
     def __init__(self, config: LlamaConfig, embedding: Linear, blocks: list[LlamaBlock], out_norm: np.ndarray,
                  head: Linear | None = None, temperature: float = 1.0) -> None:
@@ -359,11 +361,11 @@ class Llama:
     # (after the final norm, before the head): what EAGLE-style drafters read.
     def _run(self, tokens: np.ndarray, filled: int, keys: np.ndarray, values: np.ndarray,
              features: np.ndarray | None = None, positions: np.ndarray | None = None,
-             mask: np.ndarray | None = None) -> np.ndarray:
+             mask: np.ndarray | None = None, last: int | None = None) -> np.ndarray:
         final = self.states(self.embedding.rows(tokens), filled, keys, values, positions, mask)
         if features is not None:
             features[...] = final
-        return self.head(final)
+        return self.head(final if last is None else final[final.shape[0] - last:])
 
     def states(self, x: np.ndarray, filled: int, keys: np.ndarray, values: np.ndarray,
                positions: np.ndarray | None = None, mask: np.ndarray | None = None) -> np.ndarray:
@@ -534,14 +536,24 @@ class LlamaCache:
         """Feed ``tokens``; return their next-token distributions at the model's temperature."""
         return _softmax(self._extend(fed_tokens(tokens, self.model.vocab_size)), self.model.temperature)
 
-    def _extend(self, tokens: np.ndarray) -> np.ndarray:
+    def extend_last(self, tokens: np.ndarray, last: int) -> np.ndarray:
+        """Feed ``tokens``; return the distributions of the last ``last`` of them only, ``(last, V)``.
+
+        What a loop needs after a prompt: the output head (a fifth of the model's weights)
+        and the softmax run on those rows alone (:func:`speclib.core.cache.extend_checked`).
+        """
+        tokens = fed_tokens(tokens, self.model.vocab_size)
+        last = as_int(last, "last", minimum=0, maximum=tokens.size)
+        return _softmax(self._extend(tokens, last), self.model.temperature)
+
+    def _extend(self, tokens: np.ndarray, last: int | None = None) -> np.ndarray:
         self._tree = None
         n, start = tokens.size, self._length
         if n == 0:
             return np.zeros((0, self.model.vocab_size), dtype=np.float32)
         self._reserve(start + n)
         feats = self._features[start:start + n] if self.keep_features else None
-        out = self.model._run(tokens, start, self._keys, self._values, feats)
+        out = self.model._run(tokens, start, self._keys, self._values, feats, last=last)
         self.tokens_computed += n
         self._tokens[start:start + n] = tokens
         self._length = start + n

@@ -182,6 +182,10 @@ def _q8_rows(x, codes, scale, offset, out, block):
     sizes = groups(m)
     for j in range(0, n, 3):
         w = min(3, n - j)
+        for c in range(j + 3, min(j + 6, n)):  # the next three rows' codes (see kernel._rows_matmul)
+            row = codes[c]
+            for t in range(0, inner, 64):
+                prefetch(row, t)
         for r in range(w):
             q, row = codes[j + r], buf[r]
             for b in range(inner // block):
@@ -205,10 +209,11 @@ _q8 = None
 
 
 def _q8_compiled():
-    global _q8, tile4, tile3, tile2, tile1, groups
+    global _q8, tile4, tile3, tile2, tile1, groups, prefetch
     if _q8 is None:
         _kernel._compile()
         tile4, tile3, tile2, tile1, groups = _kernel.tile4, _kernel.tile3, _kernel.tile2, _kernel.tile1, _kernel.groups
+        prefetch = _kernel.prefetch
         _q8 = _kernel._NUMBA.njit(fastmath=True, cache=True, nogil=True)(_q8_rows)
     return _q8
 

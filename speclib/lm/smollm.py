@@ -202,32 +202,30 @@ def load_llama(path: str | Path, layout: str = "q8", temperature: float = 1.0, t
     if layout not in LAYOUTS:
         raise ValueError(f"layout: expected one of {', '.join(map(repr, LAYOUTS))}, got {layout!r}")
     temperature = as_real(temperature, "temperature", low=0.0)
+    # Every array the model keeps is a copy, so the file is unmapped when this function returns.
     file = read_gguf(path)
-    try:
-        config = read_config(file)
-        tensors = _Tensors(file)
-        d, dh = config.d_model, config.head_dim
-        embedding = tensors.linear(["token_embd.weight"], [config.vocab_size], d, layout, "token_embd")
-        head = None
-        if "output.weight" in file.tensors:
-            head = tensors.linear(["output.weight"], [config.vocab_size], d, layout, "output")
-        blocks = []
-        for i in range(config.n_layers):
-            p = f"blk.{i}."
-            blocks.append(LlamaBlock(
-                attn_norm=tensors.gain(p + "attn_norm.weight", d),
-                qkv=tensors.linear([p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"],
-                                   [config.n_heads * dh, config.n_kv_heads * dh, config.n_kv_heads * dh], d, layout,
-                                   p + "qkv"),
-                wo=tensors.linear([p + "attn_output.weight"], [d], d, layout, p + "attn_output"),
-                ffn_norm=tensors.gain(p + "ffn_norm.weight", d),
-                gate_up=tensors.linear([p + "ffn_gate.weight", p + "ffn_up.weight"], [config.d_ff, config.d_ff], d,
-                                       layout, p + "gate_up"),
-                down=tensors.linear([p + "ffn_down.weight"], [d], config.d_ff, layout, p + "ffn_down")))
-        out_norm = tensors.gain("output_norm.weight", d)
-        tok = GGUFTokenizer.from_metadata(file.metadata, file.path) if as_bool(tokenizer, "tokenizer") else None
-    finally:
-        del file  # every array above is a copy, so this unmaps the file
+    config = read_config(file)
+    tensors = _Tensors(file)
+    d, dh = config.d_model, config.head_dim
+    embedding = tensors.linear(["token_embd.weight"], [config.vocab_size], d, layout, "token_embd")
+    head = None
+    if "output.weight" in file.tensors:
+        head = tensors.linear(["output.weight"], [config.vocab_size], d, layout, "output")
+    blocks = []
+    for i in range(config.n_layers):
+        p = f"blk.{i}."
+        blocks.append(LlamaBlock(
+            attn_norm=tensors.gain(p + "attn_norm.weight", d),
+            qkv=tensors.linear([p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"],
+                               [config.n_heads * dh, config.n_kv_heads * dh, config.n_kv_heads * dh], d, layout,
+                               p + "qkv"),
+            wo=tensors.linear([p + "attn_output.weight"], [d], d, layout, p + "attn_output"),
+            ffn_norm=tensors.gain(p + "ffn_norm.weight", d),
+            gate_up=tensors.linear([p + "ffn_gate.weight", p + "ffn_up.weight"], [config.d_ff, config.d_ff], d,
+                                   layout, p + "gate_up"),
+            down=tensors.linear([p + "ffn_down.weight"], [d], config.d_ff, layout, p + "ffn_down")))
+    out_norm = tensors.gain("output_norm.weight", d)
+    tok = GGUFTokenizer.from_metadata(file.metadata, file.path) if as_bool(tokenizer, "tokenizer") else None
     if tok is not None and tok.vocab_size != config.vocab_size:
         raise ValueError(f"path: {path} has {tok.vocab_size} tokens in its tokenizer and {config.vocab_size} "
                          "rows in its embedding")

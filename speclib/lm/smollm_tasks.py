@@ -399,6 +399,8 @@ def long_lines(text: str) -> set[str]:
     >>> [len(line) for line in long_lines("short, kept out" + chr(10) + "  " + "x" * 40 + "  ")]
     [40]
     """
+    if not isinstance(text, str):
+        raise TypeError(f"text: expected a string, got {type(text).__name__}")
     return {line.strip() for line in text.splitlines() if len(line.strip()) >= SHARED_LINE_CHARS}
 
 
@@ -480,8 +482,9 @@ def _open_training(rng: np.random.Generator) -> list[dict]:
     # Questions about Python that name a keyword, a built-in or a module, and give no text.
     for word in keyword.kwlist:
         questions.append(f"What does the Python keyword `{word}` do? Give a small example.")
-    for name in sorted(n for n in dir(builtins) if n.islower() and not n.startswith("_")
-                       and callable(getattr(builtins, n))):
+    # Python's own built-ins only: not what site adds (help, exit) or a running program patched in.
+    for name in sorted(n for n, obj in vars(builtins).items() if n.islower() and not n.startswith("_")
+                       and callable(obj) and getattr(obj, "__module__", None) == "builtins"):
         questions.append(f"What does Python's built-in `{name}` do, and when would I use it?")
     for name in sorted(n for n in sys.stdlib_module_names if not n.startswith("_")):
         questions.append(f"What is the Python standard library module `{name}` for?")
@@ -624,6 +627,8 @@ def load_tasks(path: str | Path | None = None) -> dict:
 
 
 def _select(tasks: dict, part: str, family: str | None, per_family: int | None) -> list[dict]:
+    if not isinstance(tasks, dict) or not isinstance(tasks.get(part), list):
+        raise ValueError(f"tasks: expected a task set (load_tasks()), with a list of {part!r} prompts")
     if family is not None and family not in FAMILIES:
         raise ValueError(f"family: expected one of {list(FAMILIES)} or None, got {family!r}")
     if per_family is not None:

@@ -199,11 +199,11 @@ def softmax_rows(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
 
 
 def _softmax(logits: np.ndarray, temperature: float) -> np.ndarray:
-    z = logits.astype(np.float64)
-    if temperature == 0.0:
-        out = np.zeros_like(z)
-        np.put_along_axis(out, z.argmax(axis=-1)[..., None], 1.0, axis=-1)
+    if temperature == 0.0:  # np.zeros: fresh zero pages, only the ones written are touched
+        out = np.zeros(logits.shape)
+        np.put_along_axis(out, logits.argmax(axis=-1)[..., None], 1.0, axis=-1)
         return out
+    z = logits.astype(np.float64)
     if temperature != 1.0:
         z /= temperature
     z -= _max(z, axis=-1, keepdims=True)
@@ -985,7 +985,7 @@ def time_pass(model: Transformer, n_tokens: int, prefix_length: int = 64, reps: 
     return times
 
 
-def pass_times(model: Transformer, n_tokens: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 9), repeats: int = 20,
+def pass_times(model, n_tokens: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 9), repeats: int = 20,
                prefix_length: int = 64, seed: int = 0):
     """Time cached passes of ``model`` over each number of new tokens, as a :class:`speclib.core.cost.PassTimes`.
 
@@ -994,15 +994,21 @@ def pass_times(model: Transformer, n_tokens: tuple[int, ...] = (1, 2, 3, 4, 5, 6
     hits all counts alike), each after an untimed pass over as many tokens (see
     :func:`strategy_pass_times`), on one BLAS thread.  The result plugs into
     :func:`speclib.core.cost.fit_pass_cost` and :func:`speclib.book.plots.plot_pass_times`.
+
+    ``model`` is the book's :class:`Transformer` or a real model
+    (:class:`speclib.lm.llama.Llama`, whose pass reads ``model.nbytes`` of weights).
     """
     from ..core.cost import PassTimes
+    from .llama import Llama
 
-    model = _check_transformer(model, "model")
+    if not isinstance(model, Llama):
+        model = _check_transformer(model, "model")
     counts = sorted(set(as_int_list(n_tokens, "n_tokens", minimum=1)))
     repeats = timing_repeats(as_int(repeats, "repeats", minimum=1, maximum=MAX_REPEATS, why="timings settle long before"))
     prefix_length = as_int(prefix_length, "prefix_length", minimum=0)
-    if prefix_length + counts[-1] > model.config.block_size:
-        raise ValueError(f"prefix_length + n_tokens: must fit in the block of {model.config.block_size} tokens")
+    block = getattr(model.config, "block_size", None) or model.config.max_positions
+    if prefix_length + counts[-1] > block:
+        raise ValueError(f"prefix_length + n_tokens: must fit in the block of {block} tokens")
     rng = as_generator(seed, "seed")
     cache = model.cache()
     cache.extend(rng.integers(0, model.vocab_size, prefix_length))
@@ -1021,7 +1027,7 @@ def pass_times(model: Transformer, n_tokens: tuple[int, ...] = (1, 2, 3, 4, 5, 6
                 seconds[r, j] = time.perf_counter() - t0
                 cache.rollback(prefix_length)
     n_params = model.n_parameters
-    return PassTimes(np.array(counts), seconds, 4 * n_params, n_params)
+    return PassTimes(np.array(counts), seconds, getattr(model, "nbytes", 4 * n_params), n_params)
 
 
 def strategy_pass_times(model: Transformer, strategies=None, n_tokens: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 9),
@@ -1108,7 +1114,7 @@ def speedup_with_costs(alpha: float, k: int, c: float, verify_ratio: float) -> f
     ``(1 - alpha**(k+1)) / (1 - alpha) / (k c + verify_ratio)``: the expected tokens per step
     divided by the cost of a step, in units of one single-token target pass.  ``verify_ratio``
     is the measured cost of a target pass over ``k + 1`` tokens relative to one token; with
-    ``verify_ratio = 1`` this is :func:`speclib.core.theory.walltime_speedup`.
+    ``verify_ratio = 1`` this is :func:`speclib.core.theory.speedup_in_passes`.
 
     Examples
     --------
