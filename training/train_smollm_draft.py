@@ -227,15 +227,16 @@ def load_data(out_dir: Path) -> tuple[list[dict], dict]:
     for path in sorted(Path(out_dir).glob("shard_*.npz")):
         if path.name.endswith(".part.npz"):
             continue
-        with np.load(path) as data:
+        with np.load(path) as data:  # each array read once (data[name] reads it again at every access)
+            arrays = {name: data[name] for name in ("lengths", "tokens", "features", "top_ids", "top_p")}
             meta = json.loads(str(data["meta"]))
-            wall, cpu = wall + meta["wall_seconds"], cpu + meta["cpu_seconds"]
-            t_end = np.cumsum(data["lengths"])
-            f_end = t_end - np.arange(1, t_end.size + 1)  # one feature fewer than tokens per answer
-            for j, m in enumerate(meta["items"]):
-                t0, f0 = (t_end[j - 1], f_end[j - 1]) if j else (0, 0)
-                items.append(dict(m, tokens=data["tokens"][t0:t_end[j]], features=data["features"][f0:f_end[j]],
-                                  top_ids=data["top_ids"][f0:f_end[j]], top_p=data["top_p"][f0:f_end[j]]))
+        wall, cpu = wall + meta["wall_seconds"], cpu + meta["cpu_seconds"]
+        t_end = np.cumsum(arrays["lengths"])
+        f_end = t_end - np.arange(1, t_end.size + 1)  # one feature fewer than tokens per answer
+        for j, m in enumerate(meta["items"]):
+            t0, f0 = (t_end[j - 1], f_end[j - 1]) if j else (0, 0)
+            items.append(dict(m, tokens=arrays["tokens"][t0:t_end[j]], features=arrays["features"][f0:f_end[j]],
+                              top_ids=arrays["top_ids"][f0:f_end[j]], top_p=arrays["top_p"][f0:f_end[j]]))
     items.sort(key=lambda it: it["index"])
     return items, {"wall_seconds": wall, "cpu_seconds": cpu}
 
