@@ -16,7 +16,8 @@ prompts of :mod:`speclib.lm.smollm_tasks` (never trained on), each family in tur
   one-token pass, both compiled, timed interleaved prompt by prompt on the open family
   (:func:`speclib.lm.drafters.pass_costs`), one BLAS thread;
 * the **predicted speed-up** of each family at each temperature from those figures
-  (:func:`speclib.lm.transformer.speedup_with_costs`).
+  (:func:`speclib.lm.transformer.speedup_with_costs`), and at every draft length up to 4 with
+  the target's isolated r(j+1) (:func:`speclib.lm.smollm_draft.measure_loop`).
 
 Writes the record with its provenance (processor, BLAS kernel, load average, date, the draft
 file's SHA-256) to ``speclib/data/smollm_draft_loop.json``
@@ -65,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     with blas_threads(1):
         record = measure_loop(target, prompts, n_new=48 if args.quick else 192, stop=tok.eos_id,
                               cost_family="open", cost_new=32 if args.quick else 64,
-                              seeds={"0": (0,), "1": (0,) if args.quick else (0, 1, 2)})
+                              seeds={"0": (0,), "1": (0,) if args.quick else (0, 1, 2)},
+                              pass_repeats=3 if args.quick else 15)
     record["about"] = ("The EAGLE draft of SmolLM2-135M-Instruct (speclib/data/smollm_draft.npz) inside "
                        "speclib's loop on the evaluation prompts of each family: acceptance per verified draft "
                        "with a 95% batch-means interval, its cost c and the target's r(k+1) (compiled, "
@@ -80,9 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     check_record(record)
     for t, by in record["acceptance"].items():
         for family, m in by.items():
+            by_k = record["predicted_speedup_by_k"][t][family]
+            best = max(by_k, key=by_k.get)
             print(f"T = {t} {family:9s}: alpha {m['rate']:.3f} [{m['interval95'][0]:.3f}, {m['interval95'][1]:.3f}] "
                   f"over {m['verified']} verified drafts, {m['tokens_per_pass']:.2f} tokens a pass; "
-                  f"predicted {record['predicted_speedup'][t][family]:.2f}x")
+                  f"predicted {record['predicted_speedup'][t][family]:.2f}x (best k = {best}: {by_k[best]:.2f}x)")
     c = record["cost"]
     print(f"c = {c['c']:.4f} (draft {c['draft_pass_ms']:.2f} ms, target {c['target_pass_ms']:.2f} ms), "
           f"r({record['settings']['k'] + 1}) = {c['verify_ratio']:.3f}; {record['provenance']['seconds']:.0f} s")

@@ -384,7 +384,7 @@ def _tiny_record(tmp_path):
     save_draft(path, _arrays(SMALL, np.arange(0, 40, 2)), target, context=8)
     prompts = {"a": [np.array([1, 2, 3, 4])], "b": [np.array([5, 6, 7]), np.array([8, 9, 10])]}
     record = measure_loop(target, prompts, path, k=2, n_new=24, seeds={"0": (0,), "1": (0, 1)}, cost_new=12,
-                          batches=3)
+                          batches=3, pass_repeats=3)
     record["provenance"] = {"processor": "test", "date": "today", "draft_sha256": "0" * 64, "command": "test"}
     return record
 
@@ -394,6 +394,7 @@ def test_a_measured_record_passes_its_check_and_faults_do_not(tmp_path):
     assert check_record(record) is record
     assert set(record["acceptance"]) == {"0", "1"} and set(record["acceptance"]["1"]) == {"a", "b"}
     assert record["acceptance"]["1"]["b"]["runs"] == 4 and record["cost"]["verify_ratio"] > 0
+    assert set(record["predicted_speedup_by_k"]["1"]["a"]) == {"1", "2"}
     path = tmp_path / "record.json"
     path.write_text(json.dumps(record))
     assert load_record(path) == record
@@ -408,6 +409,8 @@ def test_a_measured_record_passes_its_check_and_faults_do_not(tmp_path):
         "interval": lambda r: r["acceptance"]["0"]["b"].update(interval95=[2.0, 3.0]),
         "speed-up": lambda r: r["predicted_speedup"]["1"].update(a=r["predicted_speedup"]["1"]["a"] + 0.1),
         "c": lambda r: r["cost"].update(c=r["cost"]["c"] * 2),
+        "r(j+1)": lambda r: r["cost"]["isolated_ratios"].update({"2": 5.0}),
+        "speed-up at j": lambda r: r["predicted_speedup_by_k"]["0"]["b"].update({"1": 9.0}),
         "family": lambda r: r["acceptance"]["0"].pop("a"),
         "provenance": lambda r: r["provenance"].pop("processor"),
         "temperature": lambda r: r["acceptance"].pop("0"),

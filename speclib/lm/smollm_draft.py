@@ -332,7 +332,7 @@ TEMPERATURES = ("0", "1")
 
 def measure_loop(target: Llama, prompts: dict[str, list], path: str | Path | None = None, k: int = 4,
                  n_new: int = 192, seeds: dict | None = None, stop: int | None = None, cost_family: str | None = None,
-                 cost_new: int = 64, batches: int = 10) -> dict:
+                 cost_new: int = 64, batches: int = 10, pass_repeats: int = 15) -> dict:
     """The draft's acceptance inside the loop per family of prompts, its cost, and the predicted speed-up.
 
     * **acceptance** at T = 0 and T = 1 (:func:`speclib.lm.drafters.acceptance_on_prompts`):
@@ -345,7 +345,11 @@ def measure_loop(target: Llama, prompts: dict[str, list], path: str | Path | Non
       one-token pass over the target's, and ``verify_ratio`` r(k+1), the target's pass over
       ``k + 1`` tokens inside the loop over its one-token pass, timed interleaved;
     * **predicted speed-up** per family and temperature: :func:`speclib.lm.transformer.speedup_with_costs`
-      of the measured rate, ``k``, ``c`` and r(k+1) (tokens per unit of one-token target passes).
+      of the measured rate, ``k``, ``c`` and r(k+1) (tokens per unit of one-token target passes);
+      and, for every draft length ``j = 1 .. k``, the same with r(j+1) from the target's isolated
+      passes over 1 to ``k + 1`` tokens (:func:`speclib.lm.transformer.pass_times`,
+      ``pass_repeats`` repeats), taking the rate measured at ``k`` as the rate at ``j`` (the
+      rate per verified draft changes little with the draft length): which ``j`` to run.
 
     ``path``: the draft's file (the shipped one by default).  Returns the record (plain
     numbers), without provenance (:func:`check_record` checks it once that is added).
@@ -377,9 +381,19 @@ def measure_loop(target: Llama, prompts: dict[str, list], path: str | Path | Non
         raise ValueError(f"cost_new: no verification pass over k + 1 = {k + 1} tokens in {cost_new} tokens; "
                          "generate more")
     record["cost"] = cost.summary()
+    from .transformer import pass_times
+
+    times = np.median(pass_times(target, tuple(range(1, k + 2)), repeats=pass_repeats).seconds, axis=0)
+    record["cost"]["isolated_ratios"] = {str(n): round(float(times[n - 1] / times[0]), 4) for n in range(2, k + 2)}
+    record["predicted_speedup_by_k"] = {}
     for t in TEMPERATURES:
         record["predicted_speedup"][t] = {
             family: round(speedup_with_costs(m["rate"], k, record["cost"]["c"], record["cost"]["verify_ratio"]), 4)
+            for family, m in record["acceptance"][t].items()}
+        record["predicted_speedup_by_k"][t] = {
+            family: {str(j): round(speedup_with_costs(m["rate"], j, record["cost"]["c"],
+                                                      record["cost"]["isolated_ratios"][str(j + 1)]), 4)
+                     for j in range(1, k + 1)}
             for family, m in record["acceptance"][t].items()}
     record["draft"] = {"vocab": int(drafter.vocab.size), "vocab_fraction": round(drafter.vocab_fraction, 4),
                        "d_ff": drafter.core.config.d_ff, "context": drafter.context}
@@ -441,6 +455,16 @@ def check_record(record: object) -> dict:
             if not isinstance(got, (int, float)) or abs(got - want) > 1e-3:
                 raise ValueError(f"record['predicted_speedup'][{t!r}][{family!r}]: {got!r} is not the cost model's "
                                  f"{want:.4f} from the stored rate, k, c and r(k+1)")
+            by_k = record.get("predicted_speedup_by_k", {}).get(t, {}).get(family, {})
+            ratios = cost.get("isolated_ratios", {})
+            for j in range(1, k + 1):
+                r = ratios.get(str(j + 1))
+                if not isinstance(r, (int, float)) or not r > 0:
+                    raise ValueError(f"record['cost']['isolated_ratios']: no positive r({j + 1})")
+                want = speedup_with_costs(m["rate"], j, cost["c"], r)
+                if not isinstance(by_k.get(str(j)), (int, float)) or abs(by_k[str(j)] - want) > 1e-3:
+                    raise ValueError(f"record['predicted_speedup_by_k'][{t!r}][{family!r}][{str(j)!r}]: "
+                                     f"{by_k.get(str(j))!r} is not the cost model's {want:.4f}")
     return record
 
 
