@@ -1,13 +1,17 @@
 """The statistical law test on the real model: speculative sampling draws what plain sampling draws.
 
-SmolLM2-135M-Instruct at temperature 1, a fixed prompt.  Plain sampling draws the first token
+SmolLM2-135M-Instruct at temperature 1, fixed prompts.  Plain sampling draws the first token
 from one target row, ``q1 = q(. | prompt)``, and the second, given the first ``x``, from another,
 ``q2 = q(. | prompt, x)``: both rows are computed exactly here.  speclib's speculative loop draws
-``N`` continuations of two tokens (``k = 2``: both usually come from one verification) with the
-trained EAGLE draft (:mod:`speclib.lm.smollm_draft`), and with prompt lookup;
-Pearson's chi-square test (:func:`speclib.core.stats.chi_square_test`, outcomes expected fewer
-than 5 times pooled into one cell) compares the counts of the first token with ``q1`` and those
-of the second token after the most frequent first token with ``q2``.
+``N`` first tokens with the trained EAGLE draft (:mod:`speclib.lm.smollm_draft`: its row over
+the draft vocabulary, zero elsewhere, verified over the whole vocabulary) after a chat prompt,
+and ``N`` continuations of two tokens with prompt lookup (``k = 2``: both usually come from one
+verification) after a prompt that repeats itself.  Pearson's chi-square test
+(:func:`speclib.core.stats.chi_square_test`, outcomes expected fewer than 5 times pooled into one
+cell) compares the counts of the first token with ``q1`` and those of the second token after
+the most frequent first token with ``q2``.  (The draft's later drafts, drawn on its own
+predicted states, are checked exactly, by enumeration on a small Llama, in
+tests/test_smollm_draft.py.)
 
 Threshold: the law holds unless a p-value falls below ``ALPHA_LEVEL`` = 1e-3.  Seeded, so each
 outcome is fixed; over seeds, a correct loop would fail about 2e-3 of the time (two p-values).  Negative
@@ -18,9 +22,8 @@ draft; each must be rejected (a p-value below ``ALPHA_LEVEL``).
 Each run starts from the prompt already read (``FeatureTarget.reuse``: a rollback to the
 prompt, not a new pass over it), and the target's passes go through :class:`_RememberedCache`,
 which runs each distinct pass once and remembers its rows and features (the rows of a pass
-depend only on the tokens read, so the law is unchanged; prompt lookup's runs repeat a few
-distinct passes, the trained draft's about half of theirs).  The drafts and every random choice
-are the loop's own.
+depend only on the tokens read, so the law is unchanged; the runs' verification passes differ
+only by the drafted tokens, and repeat).  The drafts and every random choice are the loop's own.
 """
 
 from __future__ import annotations
@@ -38,17 +41,18 @@ pytestmark = pytest.mark.law
 
 #: Reject "the loop draws from the target" when a p-value falls below this.
 ALPHA_LEVEL = 1e-3
-#: Runs per test (of the loop with the trained draft, and with prompt lookup, whose runs share
-#: their verification passes and cost almost nothing).
-N_EAGLE = 600
+#: Runs per test (most share their verification pass with an earlier run: see _RememberedCache).
+N_EAGLE = 2000
 N_LOOKUP = 1500
 #: Runs of each negative control.
-N_CONTROL = 200
+N_CONTROL = {"resample from q": 1000, "accept every draft": 300}
 #: The fewest draws of the second token (after the most frequent first one) a test counts on.
 MIN_SECOND = 100
-#: A prompt whose next token is neither certain nor flat, and whose tail occurs earlier in it
-#: (so that prompt lookup proposes a token the target might well write).
-PROMPT = "red, green, blue; red, green, blue; red, green,"
+#: The chat question of the draft's test: its first answer token is neither certain nor flat.
+QUESTION = "What is 2 + 2?"
+#: Prompt lookup's prompt: its tail occurs earlier in it, so prompt lookup proposes a token the
+#: target might well write.
+LOOKUP_PROMPT = "red, green, blue; red, green, blue; red, green,"
 
 ACCEPT_ALL = Variant("accept every draft", "keep every drafted token", accept=lambda p_x, q_x: 1.0)
 
@@ -119,13 +123,17 @@ def model():
 
 
 @pytest.fixture(scope="module")
-def prompt(model):
-    return model.tokenizer.encode(PROMPT)
+def chat(model):
+    """The chat prompt and the target's exact row after it."""
+    prompt = model.tokenizer.encode_chat([{"role": "user", "content": QUESTION}])
+    return prompt, model(prompt)[-1]
 
 
 @pytest.fixture(scope="module")
-def q1(model, prompt):
-    return model(prompt)[-1]
+def repeating(model):
+    """Prompt lookup's prompt and the target's exact row after it."""
+    prompt = model.tokenizer.encode(LOOKUP_PROMPT)
+    return prompt, model(prompt)[-1]
 
 
 def _cache(model, prompt) -> _RememberedCache:
@@ -186,21 +194,28 @@ def eagle(model):
     return load_draft(model)
 
 
-def test_the_trained_draft_draws_the_first_two_tokens_from_the_target(model, prompt, q1, eagle):
-    draws, _ = _draws(eagle.target, eagle, prompt, N_EAGLE, 2, 2, seed=3)
-    assert _passes(_pvalues(model, prompt, draws, q1))
+def test_the_trained_draft_draws_the_first_token_from_the_target(model, chat, eagle):
+    prompt, q1 = chat
+    draws, cache = _draws(eagle.target, eagle, prompt, N_EAGLE, 1, 1, seed=3)
+    assert cache.passes < cache.calls / 4  # the runs shared most verification passes
+    counts = np.bincount(draws[:, 0], minlength=q1.size)
+    assert np.isin(np.flatnonzero(counts), eagle.vocab).mean() < 1  # the target wrote a token the draft cannot
+    assert chi_square_test(counts, q1).pvalue > ALPHA_LEVEL
 
 
 @pytest.mark.parametrize("variant", [RESAMPLE_FROM_TARGET, ACCEPT_ALL], ids=lambda v: v.name)
-def test_the_trained_draft_with_a_faulty_verifier_fails_the_same_test(model, prompt, q1, eagle, variant):
-    draws, _ = _draws(eagle.target, eagle, prompt, N_CONTROL, 2, 2, seed=4, verifier=variant.verifier)
-    assert _rejects(_pvalues(model, prompt, draws, q1))
+def test_the_trained_draft_with_a_faulty_verifier_fails_the_same_test(model, chat, eagle, variant):
+    prompt, q1 = chat
+    draws, _ = _draws(eagle.target, eagle, prompt, N_CONTROL[variant.name], 1, 1, seed=4,
+                      verifier=variant.verifier)
+    assert chi_square_test(np.bincount(draws[:, 0], minlength=q1.size), q1).pvalue < ALPHA_LEVEL
 
 
 # --------------------------------------------------------------------------- prompt lookup
 
 
-def test_prompt_lookup_draws_the_first_two_tokens_from_the_target(model, prompt, q1):
+def test_prompt_lookup_draws_the_first_two_tokens_from_the_target(model, repeating):
+    prompt, q1 = repeating
     lookup = PromptLookup()
     lookup.start(prompt, model.vocab_size)
     drafted = int(lookup.propose(prompt, 1, None, None, None).tokens[0])
@@ -210,7 +225,8 @@ def test_prompt_lookup_draws_the_first_two_tokens_from_the_target(model, prompt,
     assert _passes(_pvalues(model, prompt, draws, q1))
 
 
-def test_prompt_lookup_with_a_faulty_verifier_fails_the_same_test(model, prompt, q1):
-    draws, _ = _draws(FeatureTarget(model), PromptLookup(), prompt, N_CONTROL, 2, 2, seed=2,
+def test_prompt_lookup_with_a_faulty_verifier_fails_the_same_test(model, repeating):
+    prompt, q1 = repeating
+    draws, _ = _draws(FeatureTarget(model), PromptLookup(), prompt, 200, 2, 2, seed=2,
                       verifier=RESAMPLE_FROM_TARGET.verifier)
     assert _rejects(_pvalues(model, prompt, draws, q1))
