@@ -100,7 +100,11 @@ def test_draft_costs_time_one_token_passes_against_the_targets():
         # a drafter timed on the target's passes (a wrong filter) would give c near 1
         assert 0.0 < cost.c < 0.7, name
         assert set(cost.summary()) == {"c", "draft_pass_ms", "target_pass_ms", "draft_passes_timed",
-                                       "target_passes_timed"}
+                                       "target_passes_timed", "verify_ratio", "verify_pass_ms",
+                                       "verify_passes_timed"}
+        # the target's passes over k + 1 = 5 tokens inside the loop, against its one-token passes
+        assert cost.verify_passes_timed > 0 and cost.verify_ratio == pytest.approx(
+            cost.verify_pass_ms / cost.target_pass_ms)
 
 
 def test_draft_costs_names_bad_arguments():

@@ -263,6 +263,24 @@ FAULTS: tuple[Fault, ...] = (
           (T + "test_render.py::test_ranking_says_below_only_of_the_intervals_that_separate",),
           "ranking_sentence says a setting is below the whole leading group when only the leader's "
           "interval separates from it"),
+    Fault("llama-eagle-slot", "speclib/lm/smollm_draft.py", "        slot = self._count - self._first\n",
+          "        slot = self._count\n",
+          (T + "test_smollm_draft.py::test_the_loop_drafts_the_teacher_forced_rows[2]",),
+          "the real model's draft writes its entries' keys at their positions in the text, past the slots "
+          "it attends to, when it reads only the prompt's last tokens"),
+    Fault("llama-eagle-vocab-columns", "speclib/lm/smollm_draft.py",
+          "        row[self.vocab] = self._rows(self.draft_logits(f))[0]\n",
+          "        row[self.vocab[::-1]] = self._rows(self.draft_logits(f))[0]\n",
+          (T + "test_smollm_draft.py::test_draft_rows_live_on_the_draft_vocabulary[1.0]",),
+          "the draft's probabilities land on the wrong tokens of its vocabulary"),
+    Fault("eagle-loop-first-entry", "speclib/lm/smollm_draft.py", "        return max(0, prompt_length - self.context)\n",
+          "        return max(0, prompt_length - self.context - 1)\n",
+          (T + "test_smollm_draft.py::test_passes_and_entries_are_counted_as_the_loop_drafts",),
+          "the real model's draft reads one prompt token more than it was trained to"),
+    Fault("batch-means-half-width", "speclib/core/stats.py", "    half = (ci.high - ci.low) / 2\n",
+          "    half = (ci.high - ci.low) / 4\n",
+          (T + "test_smollm_draft.py::test_the_batch_means_interval_covers_the_true_ratio",),
+          "the batch-means interval is half as wide as its batches say"),
 )
 
 

@@ -8,7 +8,8 @@ checks a real decoder, from samples:
   :func:`speclib.core.decoding.speculative_generate` and counts each sequence;
 * :func:`chi_square_test` compares such counts with the exact probabilities;
 * :func:`mean_confidence_interval` puts a t-interval around a simulated mean, such as the
-  tokens emitted per target pass;
+  tokens emitted per target pass; :func:`batch_means_ratio` one around a ratio of counts
+  gathered step by step, such as accepted over verified drafts;
 * :func:`total_variation_distance` measures how far apart two distributions are.
 """
 
@@ -266,3 +267,59 @@ def mean_confidence_interval(samples: np.ndarray, level: float = 0.95) -> Confid
     sem = float(arr.std(ddof=1) / np.sqrt(arr.size))
     half = float(_scipy_stats.t.ppf(0.5 + level / 2, arr.size - 1)) * sem
     return ConfidenceInterval(mean, mean - half, mean + half, level)
+
+
+def batch_means_ratio(numerators: np.ndarray, denominators: np.ndarray, batches: int = 10,
+                      level: float = 0.95) -> ConfidenceInterval:
+    """A ratio of totals, ``sum(numerators) / sum(denominators)``, with a batch-means interval.
+
+    For counts gathered step by step (accepted and verified drafts per step of a decoding
+    loop), successive steps are not independent, but stretches of many steps nearly are.
+    The steps, in order, are cut into ``batches`` contiguous batches holding about equal
+    shares of the denominator; each batch's ratio is one sample, and the interval is
+    Student's t over those samples (:func:`mean_confidence_interval`, ``batches - 1`` degrees
+    of freedom) around the pooled ratio.
+
+    Parameters
+    ----------
+    numerators, denominators : array_like of non-negative real, shape (n,)
+        Per step: for instance accepted drafts, and verified drafts.
+    batches : int, default 10
+        At least 2; every batch must hold some denominator.
+    level : float in (0, 1), default 0.95
+
+    Returns
+    -------
+    ConfidenceInterval
+        ``mean`` is the pooled ratio, ``low``/``high`` the interval (half-width from the batches).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> verified = rng.integers(1, 5, 2000)
+    >>> accepted = rng.binomial(verified, 0.6)
+    >>> ci = batch_means_ratio(accepted, verified)
+    >>> ci.low < 0.6 < ci.high, round(ci.high - ci.low, 2) < 0.05
+    (True, True)
+    """
+    num = as_real_array(numerators, "numerators")
+    den = as_real_array(denominators, "denominators")
+    if num.ndim != 1 or den.shape != num.shape:
+        raise ValueError(f"denominators: expected the shape of numerators, 1-D {num.shape}, got {den.shape}")
+    if not (np.isfinite(num).all() and np.isfinite(den).all()) or (num < 0).any() or (den < 0).any():
+        raise ValueError("numerators: counts must be finite and non-negative (both arrays)")
+    batches = as_int(batches, "batches", minimum=2)
+    total = den.sum()
+    if total <= 0:
+        raise ValueError("denominators: sum to 0; there is no ratio")
+    # batch b holds the steps whose cumulative denominator (at the step's middle) falls in its share
+    middle = np.cumsum(den) - den / 2
+    which = np.minimum((middle / total * batches).astype(np.int64), batches - 1)
+    per_num = np.bincount(which, weights=num, minlength=batches)
+    per_den = np.bincount(which, weights=den, minlength=batches)
+    if (per_den <= 0).any():
+        raise ValueError(f"batches: {batches} batches leave one without any denominator; use fewer")
+    ratio = float(num.sum() / total)
+    ci = mean_confidence_interval(per_num / per_den, level)
+    half = (ci.high - ci.low) / 2
+    return ConfidenceInterval(ratio, ratio - half, ratio + half, ci.level)

@@ -43,7 +43,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validate import as_bool, as_int, as_real
+from .._validate import MAX_DRAFT_LENGTH, as_bool, as_int, as_real
 from ..core.proposers import DraftModel, Proposal, check_model
 from . import kernel as _kernel
 from .transformer import (
@@ -74,22 +74,32 @@ NGRAM_ORDER = 7
 
 
 def save_weights(path: str | Path, kind: str, arrays: dict[str, np.ndarray], **header: object) -> None:
-    """Write a drafter's weights (float16) and a JSON header (``kind`` and its settings)."""
+    """Write a drafter's weights (float16; integer arrays, such as token ids, as int32) and a JSON
+    header (``kind`` and its settings)."""
     if not isinstance(kind, str):
         raise TypeError(f"kind: expected the drafter's name (a string), got {type(kind).__name__}")
     head = {"kind": kind, **header}
-    stored = {name: np.asarray(value, dtype=np.float32).astype(np.float16) for name, value in arrays.items()}
+    stored = {}
+    for name, value in arrays.items():
+        value = np.asarray(value)
+        if value.dtype.kind in "iu":
+            if value.size and (value.min() < np.iinfo(np.int32).min or value.max() > np.iinfo(np.int32).max):
+                raise ValueError(f"arrays[{name!r}]: integers beyond int32")
+            stored[name] = value.astype(np.int32)
+        else:
+            stored[name] = value.astype(np.float32).astype(np.float16)
     np.savez_compressed(Path(path), header=np.array(json.dumps(head)), **stored)
 
 
 def load_weights(path: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
-    """Read what :func:`save_weights` wrote: ``(header, arrays as float32)``."""
+    """Read what :func:`save_weights` wrote: ``(header, arrays)``, float arrays as float32, integer ones as int64."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"path: no drafter weights at {path}")
     with np.load(path, allow_pickle=False) as data:
         header = json.loads(str(data["header"]))
-        arrays = {name: data[name].astype(np.float32) for name in data.files if name != "header"}
+        arrays = {name: data[name].astype(np.int64 if data[name].dtype.kind in "iu" else np.float32)
+                  for name in data.files if name != "header"}
     return header, arrays
 
 
@@ -99,42 +109,87 @@ def _check_target(target: object) -> Transformer:
     return target
 
 
+def _check_feature_model(target: object):
+    """A target whose cache keeps features: the book's Transformer or a Llama (speclib.lm.llama)."""
+    from .llama import Llama
+
+    if not isinstance(target, (Transformer, Llama)):
+        raise TypeError(f"target: expected a speclib.lm.transformer.Transformer or a speclib.lm.llama.Llama, "
+                        f"got {type(target).__name__}")
+    return target
+
+
 # --------------------------------------------------------------------------- the target that keeps features
 
 
 class FeatureTarget:
     """The target model, read through a cache that keeps its hidden states.
 
-    A thin model: calls go to ``model``; :meth:`cache` returns a
-    :class:`~speclib.lm.transformer.KVCache` with ``features=True`` and hands it to the
-    drafter that starts next (:meth:`take_cache`), so that the heads read what the loop's own
-    target passes computed.  Copies share it (the exact enumerator copies runs, not models).
+    A thin model: calls go to ``model`` (the book's :class:`~speclib.lm.transformer.Transformer`
+    or a :class:`~speclib.lm.llama.Llama`); :meth:`cache` returns the model's cache with
+    ``features=True`` and hands it to the drafter that starts next (:meth:`take_cache`), so
+    that the heads read what the loop's own target passes computed.  Copies share it (the
+    exact enumerator copies runs, not models).
+
+    :meth:`reuse` makes every later :meth:`cache` return one cache that already holds a
+    prompt's first tokens, rolled back to them: runs from the same prompt then read only its
+    last token instead of all of it (a statistical test draws many runs from one prompt).
     """
 
-    #: Rows come from the numpy transformer (checked there).
+    #: Rows come from speclib's own models (checked there).
     trusted_rows = True
     context_length = None
 
-    def __init__(self, model: Transformer) -> None:
-        self.model = _check_target(model)
+    def __init__(self, model) -> None:
+        self.model = _check_feature_model(model)
         self.vocab_size = model.vocab_size
         self.temperature = model.temperature
-        self._fresh: KVCache | None = None
+        self._fresh = None
+        self._prefix: tuple | None = None  # (cache, length) set by reuse
 
     def __call__(self, tokens: np.ndarray) -> np.ndarray:
         return self.model(tokens)
 
-    def cache(self) -> KVCache:
+    def cache(self):
         """A features-keeping cache, remembered for the drafter that starts next."""
-        self._fresh = KVCache(self.model, features=True)
+        if self._prefix is not None:
+            cache, length = self._prefix
+            cache.rollback(length)
+            self._fresh = cache
+        else:
+            self._fresh = self.model.cache(features=True)
         return self._fresh
 
-    def take_cache(self, who: str) -> KVCache:
-        """The cache the loop just made (the drafter's ``start`` calls this once)."""
+    def reuse(self, cache=None) -> None:
+        """From now on :meth:`cache` returns ``cache`` rolled back to the length it has now (None: fresh caches again).
+
+        ``cache`` must be this model's features-keeping cache and hold at least one token;
+        every run must then start from a prompt whose first ``len(cache)`` tokens are the
+        cache's and which has at least one more (the drafter checks at ``start``).
+        """
+        if cache is None:
+            self._prefix = None
+            return
+        if getattr(cache, "model", None) is not self.model or not getattr(cache, "keep_features", False):
+            raise ValueError("cache: expected a cache of this target's model made with features=True")
+        if not len(cache):
+            raise ValueError("cache: holds no token; a fresh cache needs no reuse")
+        self._prefix = (cache, len(cache))
+
+    def take_cache(self, who: str, prompt: np.ndarray | None = None):
+        """The cache the loop just made (the drafter's ``start`` calls this once).
+
+        It is empty, or (after :meth:`reuse`) holds the first tokens of ``prompt`` and not all of them.
+        """
         cache, self._fresh = self._fresh, None
-        if cache is None or len(cache):
+        expected = 0 if self._prefix is None else self._prefix[1]
+        if cache is None or len(cache) != expected:
             raise ValueError(f"{who}: the loop's target must be this drafter's .target (a FeatureTarget), "
                              "whose cache keeps the hidden states the drafter reads")
+        if expected and prompt is not None and (prompt.size <= expected
+                                                 or not np.array_equal(cache.tokens, prompt[:expected])):
+            raise ValueError(f"prompt: the target reuses a cache of {expected} tokens (FeatureTarget.reuse); the "
+                             "prompt must start with them and have at least one more")
         return cache
 
     def __deepcopy__(self, memo: dict) -> "FeatureTarget":
@@ -149,17 +204,16 @@ class _FeatureDrafter:
 
     name = "draft"
 
-    def __init__(self, target: Transformer) -> None:
+    def __init__(self, target) -> None:
         self.target = FeatureTarget(target)
         self.vocab_size = target.vocab_size
         self.temperature = target.temperature
-        self._w_out = target._w_out
-        self.features_cache: KVCache | None = None
+        self.features_cache = None
 
     def start(self, prompt: np.ndarray, vocab_size: int) -> None:
         if vocab_size != self.vocab_size:
             raise ValueError(f"{self.name}: vocabulary of {self.vocab_size} tokens differs from the target's {vocab_size}")
-        self.features_cache = self.target.take_cache(self.name)
+        self.features_cache = self.target.take_cache(self.name, np.asarray(prompt))
 
     def _ready(self, text: np.ndarray) -> bool:
         """Whether the target has read all of ``text`` but its last token (the heads' input)."""
@@ -214,6 +268,7 @@ class MedusaHeads(_FeatureDrafter):
         self.heads = len(weights)
         self._w = np.concatenate([np.asarray(w, np.float32) for w, _ in weights], axis=1)  # (d, heads * d)
         self._b = np.concatenate([np.asarray(b, np.float32) for _, b in weights])
+        self._w_out = target._w_out
         self._device_heads = None  # a speclib.lm.torch_pass.TorchMedusaHeads, when the target runs on a device
 
     def propose(self, text: np.ndarray, k: int, policy, choose, timings: dict | None) -> Proposal:
@@ -255,17 +310,77 @@ class MedusaHeads(_FeatureDrafter):
 # --------------------------------------------------------------------------- EAGLE
 
 
-class EagleDrafter(_FeatureDrafter):
-    """An EAGLE-style drafter: one transformer block that predicts the target's next hidden state.
+class EagleLoop(_FeatureDrafter):
+    """What every EAGLE-style drafter does in the loop, whatever its network and its target.
+
+    The drafter keeps a sequence of *entries*: entry ``j`` is built from the target's hidden
+    state ``f_j`` and the token ``x_{j+1}`` after it, and its network predicts ``f_{j+1}``,
+    whose row (:meth:`draft_row`) is the draft of ``x_{j+2}``.  Each step first feeds the
+    entries whose hidden states the target has computed since the last step (one pass), then
+    drafts on its own predicted states, one pass per draft.  After verification it keeps only
+    the entries built from the target's states.  Entries start at :meth:`first_entry` of the
+    prompt (0: all of it).
+
+    A subclass gives the network: :meth:`_pass` (feed entries, return their predicted states,
+    the slots from ``self._count - self._first`` on) and :meth:`draft_row` (a predicted state's
+    row over the whole vocabulary at the drafter's temperature).
+    """
+
+    def start(self, prompt: np.ndarray, vocab_size: int) -> None:
+        super().start(prompt, vocab_size)
+        self._first = self.first_entry(np.asarray(prompt).size)
+        self._count = self._real = self._first
+
+    def first_entry(self, prompt_length: int) -> int:
+        """The first entry this drafter builds for a prompt of ``prompt_length`` tokens."""
+        return 0
+
+    def _pass(self, feats: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def draft_row(self, f: np.ndarray) -> np.ndarray:
+        """The draft's row ``(V,)`` from one predicted state ``f`` ``(1, d)``."""
+        raise NotImplementedError
+
+    def propose(self, text: np.ndarray, k: int, policy, choose, timings: dict | None) -> Proposal:
+        if k == 0 or not self._ready(text):
+            return Proposal(np.zeros(0, dtype=np.int64), np.zeros((0, self.vocab_size)), 0)
+        # Entries j = real .. len(text) - 2: the target's states, and the tokens after them.
+        self._count = self._real
+        t0 = time.perf_counter()
+        fed = text.size - 1 - self._real
+        f = self._pass(self.features_cache.features[self._real:], text[self._real + 1:])[-1:]
+        self._real = self._count
+        tokens = np.empty(k, dtype=np.int64)
+        rows = np.empty((k, self.vocab_size))
+        n = 0
+        while True:
+            p = self.draft_row(f)
+            self._time(timings, t0, fed)
+            x = choose.token(p)
+            if not policy.keep_drafting(p, x):
+                return Proposal(tokens[:n], rows[:n], n + 1)
+            tokens[n], rows[n] = x, p
+            n += 1
+            if n == k:
+                return Proposal(tokens, rows, k)
+            t0, fed = time.perf_counter(), 1
+            f = self._pass(f, tokens[n - 1:n])
+
+    def accept(self, length: int) -> None:
+        self._real = max(self._first, min(self._real, length))
+        self._count = self._real
+
+
+class EagleDrafter(EagleLoop):
+    """An EAGLE-style drafter for the book's transformer: one block that predicts the target's next hidden state.
 
     Entry ``j`` of its sequence reads ``fc([f_j, e(x_{j+1})])``: the target's hidden state at
     position ``j`` and the embedding of the token after it.  The block (causal attention
     over the last ``window`` entries, no position embeddings, a GELU MLP, a final layer
     norm and a projection back to the target's width) predicts ``f_{j+1}``, which the
-    target's own output head turns into the row of token ``x_{j+2}``.  Each step first
-    feeds the entries whose hidden states the target has computed since the last step
-    (one pass), then drafts on its own predicted states, one pass per draft.  After
-    verification it keeps only entries built from the target's states.
+    target's own output head turns into the row of token ``x_{j+2}``.  How it drafts in the
+    loop is :class:`EagleLoop`'s.
 
     Parameters
     ----------
@@ -300,16 +415,14 @@ class EagleDrafter(_FeatureDrafter):
         self.p = {n: np.ascontiguousarray(arrays[n], dtype=np.float32) for n in shapes}
         self.d, self.n_heads = d, cfg.n_heads
         self._wte = target.params["wte"]
+        self._w_out = target._w_out
         self._keys = np.zeros((self.n_heads, 64, d // self.n_heads), dtype=np.float32)
         self._values = np.zeros_like(self._keys)
+        self._first = 0  # entries start at the prompt's first token
         self._count = 0  # entries held
         self._real = 0  # of which built from the target's own hidden states
         self._transposed: tuple | None = None  # the matrices transposed, for the compiled entry
         self._device_pass = None  # a speclib.lm.torch_pass.TorchEaglePass, when the target runs on a device
-
-    def start(self, prompt: np.ndarray, vocab_size: int) -> None:
-        super().start(prompt, vocab_size)
-        self._count = self._real = 0
 
     def _pass(self, feats: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """Feed entries ``(feats[i], tokens[i])``; return their predicted next hidden states."""
@@ -381,34 +494,8 @@ class EagleDrafter(_FeatureDrafter):
                                  np.float32(1.0 / math.sqrt(self.d // self.n_heads)), result)
         return result
 
-    def propose(self, text: np.ndarray, k: int, policy, choose, timings: dict | None) -> Proposal:
-        if k == 0 or not self._ready(text):
-            return Proposal(np.zeros(0, dtype=np.int64), np.zeros((0, self.vocab_size)), 0)
-        # Entries j = real .. len(text) - 2: the target's states, and the tokens after them.
-        self._count = self._real
-        t0 = time.perf_counter()
-        fed = text.size - 1 - self._real
-        f = self._pass(self.features_cache.features[self._real:], text[self._real + 1:])[-1:]
-        self._real = self._count
-        tokens = np.empty(k, dtype=np.int64)
-        rows = np.empty((k, self.vocab_size))
-        n = 0
-        while True:
-            p = self._rows(f @ self._w_out)[0]
-            self._time(timings, t0, fed)
-            x = choose.token(p)
-            if not policy.keep_drafting(p, x):
-                return Proposal(tokens[:n], rows[:n], n + 1)
-            tokens[n], rows[n] = x, p
-            n += 1
-            if n == k:
-                return Proposal(tokens, rows, k)
-            t0, fed = time.perf_counter(), 1
-            f = self._pass(f, tokens[n - 1:n])
-
-    def accept(self, length: int) -> None:
-        self._real = min(self._real, length)
-        self._count = self._real
+    def draft_row(self, f: np.ndarray) -> np.ndarray:
+        return self._rows(f @ self._w_out)[0]
 
     def __repr__(self) -> str:
         return f"EagleDrafter(d={self.d}, heads={self.n_heads}, window={self.window}, target={self.target.model!r})"
@@ -606,6 +693,129 @@ def _prompt_starts(text: str, n_prompts: int, prompt_chars: int, domain: str) ->
     return starts
 
 
+class PromptRun(NamedTuple):
+    """One generation of :func:`run_prompts`: its prompt and seed, its counters, and its steps."""
+
+    prompt: int  #: index of the prompt
+    seed: int
+    tokens: int  #: tokens generated (up to and including the stop token)
+    target_passes: int
+    draft_passes: int
+    accepted: int
+    verified: int
+    accepted_per_step: np.ndarray
+    verified_per_step: np.ndarray  #: drafts the target judged at each step: the accepted, and the first rejected one
+
+
+def run_prompts(target, proposer, prompts, n_new: int, k, seeds=(0,), stop: int | None = None,
+                reuse_prompt: bool = False) -> list[PromptRun]:
+    """Generate from every prompt with every seed through the one loop; the counters of each run.
+
+    Prompt ``j`` with seed ``s`` draws with ``numpy.random.default_rng([s, j])``:
+    :func:`speclib.core.decoding.speculative_generate`'s loop (:func:`~speclib.core.decoding.prepare_run`,
+    stepped) with ``proposer`` drafting ``k`` tokens per step for ``target``, ``n_new`` tokens, or
+    fewer when ``stop`` (a token id, such as a chat model's end of turn) is emitted.
+
+    ``reuse_prompt`` (``target`` a :class:`FeatureTarget`): the target reads each prompt but its
+    last token once, and every run of that prompt starts from that cache
+    (:meth:`FeatureTarget.reuse`); its first step then drafts too.
+    """
+    from ..core.decoding import prepare_run
+    from ..core.sampling import as_chooser
+
+    n_new = as_int(n_new, "n_new", minimum=1)
+    seeds = [as_int(x, "seeds", minimum=0) for x in (seeds if hasattr(seeds, "__len__") else [seeds])]
+    if not seeds:
+        raise ValueError("seeds: expected at least one seed")
+    if stop is not None:
+        stop = as_int(stop, "stop", minimum=0)
+    if as_bool(reuse_prompt, "reuse_prompt") and not isinstance(target, FeatureTarget):
+        raise TypeError(f"target: reuse_prompt needs a FeatureTarget, got {type(target).__name__}")
+    runs = []
+    for j, prompt in enumerate(prompts):
+        prompt = np.asarray(prompt, dtype=np.int64)
+        if reuse_prompt:
+            if prompt.size < 2:
+                raise ValueError(f"prompts[{j}]: reuse_prompt needs prompts of at least two tokens")
+            cache = target.model.cache(features=True, capacity=prompt.size + n_new + MAX_DRAFT_LENGTH + 2)
+            cache.extend_logits(prompt[:-1])
+            target.reuse(cache)
+        try:
+            for seed in seeds:
+                run = prepare_run(target, proposer, prompt, n_new, k)
+                choose = as_chooser(np.random.default_rng([seed, j]))
+                while not run.done:
+                    before = run.n
+                    run.step(choose)
+                    if stop is not None and (run.text[before:run.n] == stop).any():
+                        break
+                st = run.stats
+                acc = np.array(st.accepted_per_step, dtype=np.int64)
+                ver = acc + (acc < np.array(st.k_per_step, dtype=np.int64))
+                runs.append(PromptRun(j, seed, int(run.n - run.start), st.target_passes, st.draft_passes,
+                                      st.accepted, st.draft_verified, acc, ver))
+        finally:
+            if reuse_prompt:
+                target.reuse(None)
+    return runs
+
+
+class PromptsAcceptance(NamedTuple):
+    """What :func:`acceptance_on_prompts` measured (pooled over its runs)."""
+
+    rate: float  #: accepted / verified drafts
+    low: float  #: lower end of the batch-means interval (:func:`speclib.core.stats.batch_means_ratio`)
+    high: float
+    level: float
+    accepted: int
+    verified: int
+    tokens: int
+    target_passes: int
+    draft_passes: int
+    runs: list  #: the :class:`PromptRun` of every generation
+
+    def summary(self) -> dict:
+        """The pooled figures as plain numbers, and the rate of every run (for a JSON record)."""
+        return {"rate": round(self.rate, 4), f"interval{round(100 * self.level)}": [round(self.low, 4),
+                                                                                   round(self.high, 4)],
+                "accepted": self.accepted, "verified": self.verified, "tokens": self.tokens,
+                "target_passes": self.target_passes, "draft_passes": self.draft_passes,
+                "tokens_per_pass": round(self.tokens / self.target_passes, 4), "runs": len(self.runs),
+                "rate_per_run": [round(r.accepted / r.verified, 4) if r.verified else None for r in self.runs]}
+
+
+def acceptance_on_prompts(target, proposer, prompts, n_new: int, k, seeds=(0,), stop: int | None = None,
+                          reuse_prompt: bool = False, batches: int = 10, level: float = 0.95) -> PromptsAcceptance:
+    """A drafter's acceptance rate per verified draft inside the loop, on given prompts, with a batch-means interval.
+
+    The runs of :func:`run_prompts` (same arguments); the rate is accepted over verified
+    drafts pooled over them.  The interval: every step of every run, in order, cut into
+    ``batches`` batches of about equal verified drafts
+    (:func:`speclib.core.stats.batch_means_ratio`): it describes how much the rate varies with
+    the text the target happens to write from these prompts, not over other prompts.
+
+    Examples
+    --------
+    >>> from speclib.core.proposers import PromptLookup
+    >>> from speclib.lm.models import markov_pair
+    >>> target, _ = markov_pair(vocab_size=4, seed=0)
+    >>> m = acceptance_on_prompts(target, PromptLookup(), [[0, 1, 2, 0, 1]], 200, 3, batches=4)
+    >>> m.low <= m.rate <= m.high and m.verified > 0
+    True
+    """
+    from ..core.stats import batch_means_ratio
+
+    runs = run_prompts(target, proposer, prompts, n_new, k, seeds, stop, reuse_prompt)
+    acc = np.concatenate([r.accepted_per_step for r in runs])
+    ver = np.concatenate([r.verified_per_step for r in runs])
+    if not ver.sum():
+        raise ValueError("proposer: proposed nothing the target verified; no rate to measure")
+    ci = batch_means_ratio(acc, ver, batches, level)
+    return PromptsAcceptance(ci.mean, ci.low, ci.high, ci.level, int(acc.sum()), int(ver.sum()),
+                             sum(r.tokens for r in runs), sum(r.target_passes for r in runs),
+                             sum(r.draft_passes for r in runs), runs)
+
+
 class LoopAcceptance(NamedTuple):
     """What :func:`loop_acceptance` measured (``per_prompt_*``: one entry per prompt)."""
 
@@ -666,38 +876,41 @@ def loop_acceptance(name, domain: str = "code", temperature: float = 1.0, k: int
         if not hasattr(drafter, "target") or not hasattr(drafter, "propose"):
             raise TypeError(f"name: expected a drafter name or a proposer with a target attribute, "
                             f"got {type(name).__name__}")
-    from ..core.decoding import speculative_generate
-
-    prompts = heldout_prompts(domain, n_prompts, prompt_chars)
-    acc, ver, passes = (np.zeros(len(prompts), dtype=np.int64) for _ in range(3))
-    for j, prompt in enumerate(prompts):
-        _, stats = speculative_generate(drafter.target, drafter, prompt, n_new, k,
-                                        rng=np.random.default_rng([seed, j]))
-        acc[j], ver[j], passes[j] = stats.accepted, stats.draft_verified, stats.target_passes
+    runs = run_prompts(drafter.target, drafter, heldout_prompts(domain, n_prompts, prompt_chars), n_new, k, (seed,))
+    acc, ver, passes = (np.array([getattr(r, name) for r in runs], dtype=np.int64)
+                        for name in ("accepted", "verified", "target_passes"))
     if not ver.sum():
         raise ValueError("name: the drafter proposed nothing the target verified; no rate to measure")
-    rng = np.random.default_rng([seed, len(prompts), 95])
-    idx = rng.integers(0, len(prompts), (n_boot, len(prompts)))
+    rng = np.random.default_rng([seed, len(runs), 95])
+    idx = rng.integers(0, len(runs), (n_boot, len(runs)))
     boot = acc[idx].sum(axis=1) / np.maximum(ver[idx].sum(axis=1), 1)
     low, high = np.percentile(boot, [2.5, 97.5])
     return LoopAcceptance(float(acc.sum() / ver.sum()), float(low), float(high), int(acc.sum()), int(ver.sum()),
-                          float(n_new * len(prompts) / passes.sum()), acc, ver, passes)
+                          float(n_new * len(runs) / passes.sum()), acc, ver, passes)
 
 
 class DraftCost(NamedTuple):
-    """What :func:`draft_costs` measured for one drafter."""
+    """What :func:`draft_costs` (or :func:`pass_costs`) measured for one drafter."""
 
     c: float  #: median one-token draft pass / median one-token target pass
     draft_pass_ms: float
     target_pass_ms: float
     draft_passes_timed: int
     target_passes_timed: int
+    #: median target pass over ``k + 1`` tokens inside the loop / median one-token target pass: r(k+1)
+    verify_ratio: float | None = None
+    verify_pass_ms: float | None = None
+    verify_passes_timed: int | None = None
 
     def summary(self) -> dict:
         """The figures as plain numbers (for a JSON record)."""
-        return {"c": round(self.c, 4), "draft_pass_ms": round(self.draft_pass_ms, 4),
-                "target_pass_ms": round(self.target_pass_ms, 4), "draft_passes_timed": self.draft_passes_timed,
-                "target_passes_timed": self.target_passes_timed}
+        out = {"c": round(self.c, 4), "draft_pass_ms": round(self.draft_pass_ms, 4),
+               "target_pass_ms": round(self.target_pass_ms, 4), "draft_passes_timed": self.draft_passes_timed,
+               "target_passes_timed": self.target_passes_timed}
+        if self.verify_ratio is not None:
+            out.update(verify_ratio=round(self.verify_ratio, 4), verify_pass_ms=round(self.verify_pass_ms, 4),
+                       verify_passes_timed=self.verify_passes_timed)
+        return out
 
 
 def draft_costs(names, domain: str = "code", temperature: float = 1.0, k: int = 4, n_prompts: int = 20,
@@ -722,8 +935,6 @@ def draft_costs(names, domain: str = "code", temperature: float = 1.0, k: int = 
     >>> 0.0 < costs["pair"].c < 1.0
     True
     """
-    from ..core.decoding import autoregressive_generate, speculative_generate
-
     names = [names] if isinstance(names, str) else list(names)
     if not names:
         raise ValueError("names: expected at least one drafter name")
@@ -731,9 +942,30 @@ def draft_costs(names, domain: str = "code", temperature: float = 1.0, k: int = 
     drafters = {n: load_drafter(n, temperature, domain, target=target, path=paths.get(n), compiled=compiled,
                                 device=device) for n in names}
     model = next(iter(drafters.values())).target
-    prompts = heldout_prompts(domain, n_prompts, prompt_chars)
+    return pass_costs(model, drafters, heldout_prompts(domain, n_prompts, prompt_chars), n_new, k, seed)
+
+
+def pass_costs(model, drafters: dict, prompts, n_new: int, k: int, seed: int = 0) -> dict[str, DraftCost]:
+    """Each drafter's cost ``c`` inside the loop, and the target's r(k+1), timed interleaved.
+
+    For each prompt in turn, ``model`` generates ``n_new`` tokens by plain cached decoding,
+    then each drafter of ``drafters`` (name to a proposer with a ``target`` attribute) does
+    with :func:`speclib.core.decoding.speculative_generate` at draft length ``k`` (prompt ``j``
+    seeded ``[seed, j]``).  ``c``: the median of the drafter's passes that read one token
+    over the median of the target's one-token passes in plain decoding; ``verify_ratio``:
+    the median of the target's passes over ``k + 1`` tokens inside the drafter's loop over
+    the same one-token median (the passes that read a prompt are left out).  One BLAS thread.
+    Wall-clock times: run it on a quiet machine.
+    """
+    from ..core.decoding import autoregressive_generate, speculative_generate
+
+    k = as_int(k, "k", minimum=1, maximum=MAX_DRAFT_LENGTH)
+    n_new = as_int(n_new, "n_new", minimum=1)
+    if not drafters:
+        raise ValueError("drafters: expected at least one drafter")
     plain: list[float] = []
-    drafts: dict[str, list[float]] = {n: [] for n in names}
+    drafts: dict[str, list[float]] = {n: [] for n in drafters}
+    verify: dict[str, list[float]] = {n: [] for n in drafters}
     with blas_threads(1):
         for j, prompt in enumerate(prompts):
             timings: dict = {"passes": []}
@@ -744,11 +976,17 @@ def draft_costs(names, domain: str = "code", temperature: float = 1.0, k: int = 
                 speculative_generate(drafter.target, drafter, prompt, n_new, k,
                                      rng=np.random.default_rng([seed, j]), timings=timings)
                 drafts[name] += [s for who, n, s in timings["passes"] if who == "draft" and n == 1]
+                verify[name] += [s for who, n, s in timings["passes"] if who == "target" and n == k + 1]
+    if not plain:
+        raise ValueError("prompts: the plain decoding made no one-token pass (n_new must be at least 2)")
     t1 = float(np.median(plain))
     out = {}
     for name, seconds in drafts.items():
         if not seconds:
-            raise ValueError(f"names: {name!r} made no one-token draft pass in {n_prompts} prompts; no cost to measure")
+            raise ValueError(f"drafters: {name!r} made no one-token draft pass in {len(prompts)} prompts; "
+                             "no cost to measure")
         ms = float(np.median(seconds))
-        out[name] = DraftCost(ms / t1, ms * 1e3, t1 * 1e3, len(seconds), len(plain))
+        v = float(np.median(verify[name])) if verify[name] else None
+        out[name] = DraftCost(ms / t1, ms * 1e3, t1 * 1e3, len(seconds), len(plain),
+                              None if v is None else v / t1, None if v is None else v * 1e3, len(verify[name]))
     return out

@@ -362,16 +362,25 @@ class Llama:
     def _run(self, tokens: np.ndarray, filled: int, keys: np.ndarray, values: np.ndarray,
              features: np.ndarray | None = None, positions: np.ndarray | None = None,
              mask: np.ndarray | None = None, last: int | None = None) -> np.ndarray:
+        final = self.states(self.embedding.rows(tokens), filled, keys, values, positions, mask)
+        if features is not None:
+            features[...] = final
+        return self.head(final if last is None else final[final.shape[0] - last:])
+
+    def states(self, x: np.ndarray, filled: int, keys: np.ndarray, values: np.ndarray,
+               positions: np.ndarray | None = None, mask: np.ndarray | None = None) -> np.ndarray:
+        """The blocks and the final norm on input vectors ``x`` ``(n, d_model)`` float32 (updated in place).
+
+        What a pass computes between the embedding lookup and the head, with the arguments of
+        the pass (see above); returns the final hidden states ``(n, d_model)``.  A drafter
+        whose inputs are not token embeddings (an EAGLE head) runs its blocks through this.
+        """
         cfg = self.config
-        n, h, kv, dh = tokens.size, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        n, h, kv, dh = x.shape[0], cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         rep, end, eps, layout = h // kv, filled + n, self._eps, cfg.rope_layout
-        x = self.embedding.rows(tokens)
         if self._compiled:  # mask None: the compiled attention is causal by itself
-            final = self._pass().features(x, np.arange(filled, end) if positions is None else positions, filled,
-                                          mask, keys, values)
-            if features is not None:
-                features[...] = final
-            return self.head(final if last is None else final[final.shape[0] - last:])
+            return self._pass().features(x, np.arange(filled, end) if positions is None else positions, filled,
+                                         mask, keys, values)
         if positions is None:
             cos, sin = self._cos[filled:end], self._sin[filled:end]
         else:
@@ -400,10 +409,7 @@ class Llama:
             x += block.wo(y)
             gu = block.gate_up(rms_norm(x, block.ffn_norm, eps))
             x += block.down(_silu_times(gu[:, :cfg.d_ff], gu[:, cfg.d_ff:]))
-        x = rms_norm(x, self.out_norm, eps)
-        if features is not None:
-            features[...] = x
-        return self.head(x if last is None else x[x.shape[0] - last:])
+        return rms_norm(x, self.out_norm, eps)
 
 
 def _check_linear(linear: object, name: str, shape: tuple[int, int]) -> None:
