@@ -197,12 +197,18 @@ def greedy_identity(record: dict) -> dict:
 
 # --- 3. the trained draft ------------------------------------------------------------------------------
 
-def draft_quantities(path: Path) -> tuple[dict, float | None]:
+def draft_quantities(path: Path) -> tuple[dict, float | None, dict]:
+    """The draft's record as quantities, its c, and its settings (k, the draft vocabulary's size)."""
     if not path.is_file():
-        return {}, None
-    from speclib.lm.smollm_draft import load_record
+        return {}, None, {}
+    import numpy as np
+
+    from speclib.lm.smollm_draft import DRAFT_FILE, load_record
 
     draft = load_record(path)  # checked there
+    with np.load(DRAFT_FILE) as arrays:
+        settings = {"k": int(draft["settings"]["k"]), "vocab": int(arrays["vocab"].size),
+                    "sha256": draft["provenance"]["draft_sha256"]}
     out = {}
     k = draft["settings"]["k"]
     for T, families in draft["acceptance"].items():
@@ -215,7 +221,7 @@ def draft_quantities(path: Path) -> tuple[dict, float | None]:
     out[name("c", "smollm-eagle", where="loop", passes="q8", device="cpu")] = {"value": c}
     out[name(f"r{k + 1}", "smollm-eagle", where="loop", passes="q8", device="cpu")] = {
         "value": float(draft["cost"]["verify_ratio"])}
-    return out, c
+    return out, c, settings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     engines = json.loads(args.engines_json.read_text())
     quantities, medians = pass_table(3 if args.quick else args.repeats)
-    draft, c = draft_quantities(args.draft_json)
+    draft, c, draft_settings = draft_quantities(args.draft_json)
     quantities.update(draft)
     quantities.update(engine_quantities(engines, medians["q8"], c))
     record = {"format": FORMAT,
@@ -239,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
                                        time.perf_counter() - start, engines=engines["provenance"]),
               "settings": {"counts": list(COUNTS), "repeats": 3 if args.quick else args.repeats,
                            "engines": engines["settings"], "grounded": list(GROUNDED),
+                           "draft": draft_settings,
                            # greedy outputs against each engine's plain ones, and tokenizations
                            "identity": greedy_identity(engines), "tokenization": engines.get("tokenization", {})},
               "quantities": quantities}
