@@ -117,8 +117,11 @@ class LlamaCppRunner:
     def _load(self, draft) -> Llama:
         switch = contextlib.nullcontext() if self._use_extra else _without_extra_buffers()
         with open(os.devnull, "w") as null, contextlib.redirect_stderr(null), switch:
+            # logits_all with a draft: llama-cpp-python 0.3.36 keeps every row's logits when it
+            # drafts, but sizes their buffer by n_batch unless logits_all is set, so a prompt and
+            # answer past 512 tokens overflow it ("could not broadcast ... into shape").
             return Llama(model_path=self.path, n_ctx=CONTEXT, n_batch=512, n_threads=1, n_threads_batch=1,
-                         seed=0, verbose=False, draft_model=draft)
+                         seed=0, verbose=False, draft_model=draft, logits_all=draft is not None)
 
     def versions(self) -> dict[str, str]:
         return {"llama_cpp_python": llama_cpp.__version__,
