@@ -54,12 +54,18 @@ PASSES = {"speclib": "q8", "transformers": "torch", "llama.cpp": "ggml"}
 SUBJECT = {"speclib": "speclib", "transformers": "transformers", "llama.cpp": "llamacpp"}
 
 
-def _quantity(values, n=None, interval="the middle half (25th to 75th percentile) over repeats") -> dict:
+def _quantity(values, n=None, interval="the middle half (25th to 75th percentile) over repeats",
+              spread: str = "range") -> dict:
+    """Median and quartiles of ``values``; its interval (``low``, ``high``) the range
+    (``spread="range"``, for a few repetitions) or the middle half (``"middle"``, for many
+    repeats, where the range is set by the one pass the machine interrupted)."""
     values = np.asarray(values, dtype=float)
     q25, med, q75 = np.percentile(values, [25, 50, 75])
     out = {"value": float(med), "q25": float(q25), "q75": float(q75), "n": int(n if n is not None else values.size)}
-    if values.size > 1:
+    if values.size > 1 and spread == "range":
         out.update(low=float(values.min()), high=float(values.max()), interval="the range over repetitions")
+    elif values.size > 1:
+        out.update(low=float(q25), high=float(q75), interval="the middle half (25th to 75th percentile) over repeats")
     return out
 
 
@@ -78,11 +84,11 @@ def pass_table(repeats: int) -> tuple[dict, dict]:
         seconds = pt.seconds  # (repeats, counts)
         medians[layout] = dict(zip(map(int, pt.n_tokens), np.median(seconds, axis=0)))
         quantities[name("t1_ms", "smollm", where="isolated", passes=layout, device="cpu")] = \
-            _quantity(1e3 * seconds[:, 0])
+            _quantity(1e3 * seconds[:, 0], spread="middle")
         quantities[name("weights_mib", "smollm", passes=layout)] = {"value": model.nbytes / 2**20}
         for j, n in enumerate(pt.n_tokens[1:], start=1):
             quantities[name(f"r{int(n)}", "smollm", where="isolated", passes=layout, device="cpu")] = \
-                _quantity(seconds[:, j] / seconds[:, 0])
+                _quantity(seconds[:, j] / seconds[:, 0], spread="middle")
         if layout == "f32":  # numpy's own one-row products over the same float32 matrices
             mats = [m.codes for b in model.blocks for m in (b.qkv, b.wo, b.gate_up, b.down)] + [model.head.codes]
             x = {w.shape[1]: np.ones((1, w.shape[1]), np.float32) for w in mats}
@@ -93,7 +99,7 @@ def pass_table(repeats: int) -> tuple[dict, dict]:
                         x[w.shape[1]] @ w.T
                     gemv.append(time.perf_counter() - t0)
             quantities[name("ms", "numpy-gemv", where="isolated", passes="f32", device="cpu")] = \
-                _quantity(1e3 * np.array(gemv[2:]))
+                _quantity(1e3 * np.array(gemv[2:]), spread="middle")
         del model
     return quantities, medians
 
