@@ -143,12 +143,7 @@ def test_no_caption_carries_machine_metadata(page):
 
 @pytest.mark.parametrize("page", NOTEBOOKS, ids=lambda p: p.name)
 def test_printed_listings_fit_the_column(page):
-    found = listing_lines(load(page))
-    if page.name == "09_bug_zoo.ipynb":  # known, and owned by another branch: expected until fixed
-        assert found, "09's listings fit now: remove this exception"
-        pytest.xfail("09's listings of speclib/book/broken.py have lines of 89 to 95 characters; 09 is "
-                     "rewritten on another branch")
-    assert found == []
+    assert listing_lines(load(page)) == []
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)

@@ -157,7 +157,7 @@ def test_ansi_text_strips_to_the_plain_text():
 
 def test_html_escapes_and_keeps_the_text():
     trace = ngram_trace()
-    page = to_html(trace, VOCAB)
+    page = to_html(trace, VOCAB, width=10**6)  # unfolded (folding: the next tests)
     assert "<1>" not in page and "&lt;1&gt;" in page
     pre = re.search(r"<pre[^>]*>(.*)</pre>", page, re.S).group(1)
     text = html.unescape(re.sub(r"<[^>]+>", "", pre)).replace("\u21b5", "")
@@ -358,3 +358,30 @@ def test_bounded_prints_a_bound_for_what_rounding_decides():
         bounded("0.1")
     with pytest.raises(ValueError, match="spec"):
         bounded(0.5, spec="q")
+
+
+def test_fold_lines_keeps_every_line_within_the_width_and_its_indentation():
+    from speclib.book.render import fold_lines
+
+    text = ("    return the_first_value + the_second_value + the_third_value + the_fourth\n"
+            "short line\n" + "x" * 50)
+    folded = fold_lines(text, width=30)
+    lines = folded.split("\n")
+    assert all(len(line) <= 30 for line in lines[:-1])  # the last has no space to break at
+    assert lines[-1] == "x" * 50
+    assert lines[1].startswith("      ") and lines[0].startswith("    return")  # continuations indented
+    assert folded.replace("\n      ", " ") == text  # nothing but the breaks changed
+    assert fold_lines("short", width=30) == "short"
+
+
+def test_to_html_folds_the_trace_like_fold_lines():
+    from speclib.book.render import fold_lines
+
+    trace = ngram_trace()
+
+    def shown(page):
+        pre = re.search(r"<pre[^>]*>(.*)</pre>", page, re.S).group(1)
+        return html.unescape(re.sub(r"<[^>]+>", "", pre))
+
+    whole = shown(to_html(trace, VOCAB, width=10**6))
+    assert shown(to_html(trace, VOCAB, width=20)) == fold_lines(whole, width=20) != whole

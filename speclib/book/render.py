@@ -491,19 +491,72 @@ def ansi_legend() -> str:
     return "  ".join(f"{ANSI_STYLES[k]}{k}{ANSI_RESET}" for k in KINDS)
 
 
-def to_html(trace: Trace, vocab) -> str:
+#: Characters per line of generated text on a page (the book's narrowest column holds about 78).
+FOLD_WIDTH = 76
+
+
+def _fold_breaks(text: str, width: int) -> dict[int, str]:
+    """Where :func:`fold_lines` breaks ``text``: {index of the space it replaces: what replaces it}."""
+    breaks, start = {}, 0
+    for line in text.split("\n"):
+        indent = line[:len(line) - len(line.lstrip(" "))]
+        if len(indent) > width // 2:
+            indent = ""
+        col, last_space, i = 0, None, 0
+        while i < len(line):
+            if line[i] == " " and i >= len(indent):
+                last_space = i
+            col += 1
+            if col > width and last_space is not None:
+                breaks[start + last_space] = "\n" + indent + "  "
+                col = i - last_space + len(indent) + 2
+                last_space = None
+            i += 1
+        start += len(line) + 1
+    return breaks
+
+
+def fold_lines(text: str, width: int = FOLD_WIDTH) -> str:
+    """``text`` with every line longer than ``width`` broken at a space, each continuation
+    indented two spaces past the line's own indentation, so that printed code keeps its shape in
+    a narrow column instead of wrapping to the left edge.  A line with no space to break at is
+    left whole.
+
+    >>> print(fold_lines("    return the_first_value + the_second_value", width=24))
+        return the_first_value
+          + the_second_value
+    """
+    width = as_int(width, "width", minimum=8)
+    breaks = _fold_breaks(text, width)
+    return "".join(breaks.get(i, ch) for i, ch in enumerate(text))
+
+
+def to_html(trace: Trace, vocab, width: int = FOLD_WIDTH) -> str:
     """The prompt and the new text as an HTML ``<pre>`` block, new tokens shaded by kind.
 
     Display it in a notebook with ``IPython.display.HTML``.  The prompt is shown in bold.
-    Long runs of spaces wrap like words (CSS ``break-spaces``), so a loop of spaces that
+    Lines longer than ``width`` characters are folded at a space as :func:`fold_lines` does,
+    and long runs of spaces wrap like words (CSS ``break-spaces``), so a loop of spaces that
     greedy decoding falls into stays visible instead of running off the page.
     """
     trace = _check_trace(trace)
     _check_vocab(vocab)
-    spans = [f"<b>{html.escape(vocab.decode(trace.prompt))}</b>"]
-    for kind, text in _runs(trace, vocab):
+    width = as_int(width, "width", minimum=8)
+    prompt = vocab.decode(trace.prompt)
+    runs = list(_runs(trace, vocab))
+    breaks = _fold_breaks(prompt + "".join(text for _, text in runs), width)
+    start = 0
+
+    def folded(text):
+        nonlocal start
+        out = "".join(breaks.get(start + i, ch) for i, ch in enumerate(text))
+        start += len(text)
+        return html.escape(out)
+
+    spans = [f"<b>{folded(prompt)}</b>"]
+    for kind, text in runs:
         spans.append(f'<span class="spec-{kind}" style="background:{HTML_COLOURS[kind]}" '
-                     f'title="{kind}">{html.escape(text)}</span>')
+                     f'title="{kind}">{folded(text)}</span>')
     legend = " ".join(f'<span style="background:{HTML_COLOURS[k]};padding:0 0.4em">{k}</span>' for k in KINDS)
     return (f'<div class="spec-trace"><div style="font-size:90%">{legend}</div>'
             f'<pre style="white-space:break-spaces;line-height:1.35">{"".join(spans)}</pre></div>')
