@@ -491,8 +491,8 @@ def ansi_legend() -> str:
     return "  ".join(f"{ANSI_STYLES[k]}{k}{ANSI_RESET}" for k in KINDS)
 
 
-#: Characters per line of generated text on a page (the book's narrowest column holds about 78).
-FOLD_WIDTH = 76
+#: Characters per line of generated text on a page (the book's narrowest column holds about 70 of its output font).
+FOLD_WIDTH = 64
 
 
 def _fold_breaks(text: str, width: int) -> dict[int, str]:
@@ -522,9 +522,9 @@ def fold_lines(text: str, width: int = FOLD_WIDTH) -> str:
     a narrow column instead of wrapping to the left edge.  A line with no space to break at is
     left whole.
 
-    >>> print(fold_lines("    return the_first_value + the_second_value", width=24))
-        return the_first_value
-          + the_second_value
+    >>> print(fold_lines("    return the_first_value + the_second_value", width=30))
+        return the_first_value +
+          the_second_value
     """
     width = as_int(width, "width", minimum=8)
     breaks = _fold_breaks(text, width)
