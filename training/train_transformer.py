@@ -28,6 +28,7 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import platform
 import sys
 import time
@@ -63,6 +64,23 @@ CHECKPOINT_DIR = Path(__file__).resolve().parent / "checkpoints"
 HELDOUT_CHARS = 4096
 METRICS_FILE = DATA_DIR / "neural_metrics.json"
 
+
+
+def _causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Causal scaled dot-product attention.
+
+    Where ``ATEN_CPU_CAPABILITY=default`` forbids the processor's vector extensions, PyTorch
+    2.13's fused CPU kernel still packs its operands with AVX-512 instructions on a processor
+    that has them and fails ("pack_vnni2 is only supported when avx512 is supported"); there
+    the reference (math) kernel runs instead.  Elsewhere the fused kernel runs, as it did for
+    the shipped models.
+    """
+    if os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower() == "default":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel([SDPBackend.MATH]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 class TorchGPT(torch.nn.Module):
     """The architecture of speclib.transformer.Transformer in PyTorch, same parameter names."""
@@ -100,7 +118,7 @@ class TorchGPT(torch.nn.Module):
             p = lambda n: self.p(f"h{i}.{n}")  # noqa: E731
             a = F.layer_norm(x, (cfg.d_model,), p("ln1.g"), p("ln1.b"), eps=1e-5) @ p("attn.w_qkv") + p("attn.b_qkv")
             q, k, v = a.view(b, t, 3, h, dh).permute(2, 0, 3, 1, 4)
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            y = _causal_attention(q, k, v)
             x = x + (y.transpose(1, 2).reshape(b, t, cfg.d_model) @ p("attn.w_o") + p("attn.b_o"))
             m = F.layer_norm(x, (cfg.d_model,), p("ln2.g"), p("ln2.b"), eps=1e-5) @ p("mlp.w_up") + p("mlp.b_up")
             x = x + (F.gelu(m, approximate="tanh") @ p("mlp.w_down") + p("mlp.b_down"))
