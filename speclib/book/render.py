@@ -625,6 +625,27 @@ def ranking_sentence(estimates: dict, what: str = "rate", digits: int = 2) -> st
     return out + "."
 
 
+def below(value: float, bound: float = 1e-12) -> str:
+    """``"below <bound>"``, the constant a page prints for a quantity that must be negligible.
+
+    Raises ``ValueError`` unless ``|value|`` is under a tenth of ``bound``: the printed text
+    never depends on the value's digits (which change from processor to processor), and the
+    tenfold margin keeps it true on every one.
+
+    Examples
+    --------
+    >>> below(5.4e-231)
+    'below 1e-12'
+    >>> below(3e-13)
+    Traceback (most recent call last):
+    ...
+    ValueError: value: 3e-13 is not below a tenth of the bound 1e-12
+    """
+    if not abs(float(value)) < bound / 10:
+        raise ValueError(f"value: {float(value):.3g} is not below a tenth of the bound {bound:g}")
+    return f"below {bound:g}"
+
+
 def bounded(value: float, bound: float = 1e-12, spec: str = ".2g") -> str:
     """``value`` as text, or ``"below <bound>"`` when it is smaller than ``bound`` in magnitude.
 
